@@ -1,0 +1,48 @@
+// Package v1alpha1 holds the managed resources of provider-kilomesh
+// (kube.kilomesh.io/v1alpha1): NodeInventory and PeerSet.
+//
+// They are the contract between function-kilomesh, which composes them, and
+// provider-kilomesh, which reconciles them.
+//
+// +kubebuilder:object:generate=true
+// +groupName=kube.kilomesh.io
+// +versionName=v1alpha1
+package v1alpha1
+
+import (
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/scheme"
+)
+
+// Group and version of the provider's managed resources.
+const (
+	Group   = "kube.kilomesh.io"
+	Version = "v1alpha1"
+)
+
+// Kinds of the provider's managed resources.
+const (
+	NodeInventoryKind = "NodeInventory"
+	PeerSetKind       = "PeerSet"
+)
+
+var (
+	// GroupVersion is the API version of the provider's managed resources.
+	GroupVersion = schema.GroupVersion{Group: Group, Version: Version}
+
+	// SchemeBuilder registers the provider's types with a scheme.
+	SchemeBuilder = &scheme.Builder{GroupVersion: GroupVersion}
+
+	// AddToScheme adds the provider's types to a scheme.
+	AddToScheme = SchemeBuilder.AddToScheme
+)
+
+// GroupVersionKinds of the provider's managed resources.
+var (
+	NodeInventoryGroupVersionKind = GroupVersion.WithKind(NodeInventoryKind)
+	PeerSetGroupVersionKind       = GroupVersion.WithKind(PeerSetKind)
+)
+
+func init() {
+	SchemeBuilder.Register(&NodeInventory{}, &NodeInventoryList{}, &PeerSet{}, &PeerSetList{})
+}

@@ -1,0 +1,118 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	xpv1 "github.com/crossplane/crossplane/apis/v2/core/v2"
+
+	kilov1alpha1 "github.com/kilomesh/kilomesh/apis/kilo/v1alpha1"
+)
+
+// A DesiredPeer is one Kilo Peer a PeerSet keeps in its cluster.
+type DesiredPeer struct {
+	// Name of the Peer.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+	// Labels of the Peer. The set's selector labels are added to them.
+	// +optional
+	Labels map[string]string `json:"labels,omitempty"`
+	// Spec of the Peer.
+	Spec kilov1alpha1.PeerSpec `json:"spec"`
+}
+
+// PeerSetParameters are the Peers a PeerSet keeps in its cluster.
+type PeerSetParameters struct {
+	// Selector holds the labels that mark the Peers this set owns in the
+	// cluster. The set creates, corrects and deletes only Peers that carry
+	// all of them.
+	// +kubebuilder:validation:MinProperties=1
+	Selector map[string]string `json:"selector"`
+
+	// Peers the set keeps in the cluster.
+	// +listType=map
+	// +listMapKey=name
+	// +optional
+	Peers []DesiredPeer `json:"peers,omitempty"`
+}
+
+// Reasons a desired Peer of a PeerSet is not applied.
+const (
+	// ReasonPeerNameConflict: a Peer of the same name that the set does not
+	// own exists in the cluster.
+	ReasonPeerNameConflict = "PeerNameConflict"
+	// ReasonPeerKeyConflict: a Peer the set does not own already uses the
+	// public key.
+	ReasonPeerKeyConflict = "PeerKeyConflict"
+	// ReasonPeerInvalid: the Peer breaks Kilo's rules or the API server
+	// rejected it.
+	ReasonPeerInvalid = "PeerInvalid"
+)
+
+// A PeerProblem is a desired Peer that the set could not apply.
+type PeerProblem struct {
+	// Peer is the name of the desired Peer.
+	Peer string `json:"peer"`
+	// Reason is PeerNameConflict, PeerKeyConflict or PeerInvalid.
+	Reason string `json:"reason"`
+	// Message says what is in the way.
+	Message string `json:"message"`
+}
+
+// PeerSetObservation reports what a PeerSet applied.
+type PeerSetObservation struct {
+	// Desired is the number of Peers in spec.forProvider.peers.
+	Desired int `json:"desired"`
+	// Applied is the number of desired Peers that are in the cluster as
+	// desired.
+	Applied int `json:"applied"`
+	// Problems are desired Peers that were not applied, sorted by name.
+	// +optional
+	Problems []PeerProblem `json:"problems,omitempty"`
+}
+
+// A PeerSetSpec defines the desired state of a PeerSet.
+type PeerSetSpec struct {
+	xpv1.ManagedResourceSpec `json:",inline"`
+
+	ForProvider PeerSetParameters `json:"forProvider"`
+}
+
+// A PeerSetStatus represents the observed state of a PeerSet.
+type PeerSetStatus struct {
+	xpv1.ManagedResourceStatus `json:",inline"`
+
+	AtProvider PeerSetObservation `json:"atProvider,omitempty"`
+}
+
+// A PeerSet keeps a set of Kilo Peers in one member cluster, reached through
+// a provider-kubernetes ProviderConfig or ClusterProviderConfig. It applies
+// them with server-side apply and deletes the Peers it owns (those with its
+// selector labels) that are no longer in the set. It never changes a Peer
+// it does not own.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:printcolumn:name="READY",type="string",JSONPath=".status.conditions[?(@.type=='Ready')].status"
+// +kubebuilder:printcolumn:name="SYNCED",type="string",JSONPath=".status.conditions[?(@.type=='Synced')].status"
+// +kubebuilder:printcolumn:name="DESIRED",type="integer",JSONPath=".status.atProvider.desired"
+// +kubebuilder:printcolumn:name="APPLIED",type="integer",JSONPath=".status.atProvider.applied"
+// +kubebuilder:printcolumn:name="AGE",type="date",JSONPath=".metadata.creationTimestamp"
+// +kubebuilder:resource:scope=Namespaced,categories={crossplane,managed,kilomesh}
+type PeerSet struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   PeerSetSpec   `json:"spec"`
+	Status PeerSetStatus `json:"status,omitempty"`
+}
+
+// +kubebuilder:object:root=true
+
+// A PeerSetList is a list of PeerSets.
+type PeerSetList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+
+	Items []PeerSet `json:"items"`
+}

@@ -1,0 +1,17 @@
+package v1alpha1
+
+// Labels on every Peer kilomesh writes. The project changes or deletes only
+// Peers that carry the managed-by label and the labels of their mesh.
+const (
+	// LabelManagedBy marks a Peer as written by kilomesh.
+	LabelManagedBy = "app.kubernetes.io/managed-by"
+	// ManagedByValue is the value of LabelManagedBy.
+	ManagedByValue = "kilomesh"
+	// LabelMeshNamespace is the namespace of the ClusterMesh.
+	LabelMeshNamespace = "kilomesh.io/mesh-namespace"
+	// LabelMesh is the name of the ClusterMesh, or a hashed form of it when
+	// longer than a label value may be.
+	LabelMesh = "kilomesh.io/mesh"
+	// LabelSourceCluster is the member cluster the Peer stands for.
+	LabelSourceCluster = "kilomesh.io/source-cluster"
+)

@@ -1,0 +1,261 @@
+// Package v1alpha1 holds the ClusterMesh API (kilomesh.io/v1alpha1).
+//
+// ClusterMesh is a Crossplane composite resource: the schema of its
+// CompositeResourceDefinition (package/xrd.yaml) is generated from these types
+// by `make generate`.
+//
+// +kubebuilder:object:generate=true
+// +groupName=kilomesh.io
+// +versionName=v1alpha1
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+// Group, version and kind of the ClusterMesh.
+const (
+	Group   = "kilomesh.io"
+	Version = "v1alpha1"
+	Kind    = "ClusterMesh"
+)
+
+// GroupVersion is the API version of the ClusterMesh.
+var GroupVersion = schema.GroupVersion{Group: Group, Version: Version}
+
+// A Granularity says how the nodes of a member cluster map to Kilo Peers.
+// +kubebuilder:validation:Enum=Auto;Node;Location
+type Granularity string
+
+// Granularities.
+const (
+	// GranularityAuto reads each cluster's Kilo granularity from its nodes'
+	// kilo.squat.ai/granularity annotation.
+	GranularityAuto Granularity = "Auto"
+	// GranularityNode makes every node its own Peer (Kilo's
+	// --mesh-granularity=full).
+	GranularityNode Granularity = "Node"
+	// GranularityLocation makes every location one Peer, led by the node
+	// that carries a WireGuard IP (Kilo's --mesh-granularity=location).
+	GranularityLocation Granularity = "Location"
+)
+
+// A Delivery says how Peers reach the member clusters.
+// +kubebuilder:validation:Enum=Objects;PeerSet
+type Delivery string
+
+// Deliveries.
+const (
+	// DeliveryObjects composes one provider-kubernetes Object per Peer.
+	DeliveryObjects Delivery = "Objects"
+	// DeliveryPeerSet composes one provider-kilomesh PeerSet per member
+	// cluster. Use it for meshes of thousands of Peers.
+	DeliveryPeerSet Delivery = "PeerSet"
+)
+
+// A CIDR is an IPv4 or IPv6 network in canonical form, e.g. 10.1.0.0/16.
+// +kubebuilder:validation:MaxLength=43
+// +kubebuilder:validation:XValidation:rule="isCIDR(self) && cidr(self) == cidr(self).masked()",message="must be a network in CIDR form with no host bits set, e.g. 10.1.0.0/16"
+type CIDR string
+
+// A ProviderConfigReference names the provider-kubernetes ProviderConfig
+// (in the mesh's namespace) or ClusterProviderConfig that holds the
+// credentials of a member cluster. provider-kubernetes uses it to write
+// Peers, provider-kilomesh to watch Nodes.
+type ProviderConfigReference struct {
+	// Kind of the config.
+	// +kubebuilder:validation:Enum=ProviderConfig;ClusterProviderConfig
+	// +kubebuilder:default=ClusterProviderConfig
+	// +optional
+	Kind string `json:"kind,omitempty"`
+
+	// Name of the config.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+}
+
+// A Cluster is one member of the mesh: a Kubernetes cluster running Kilo.
+type Cluster struct {
+	// Name identifies the cluster within the mesh. It appears in Peer names
+	// and labels, so it is a DNS label.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	Name string `json:"name"`
+
+	// ProviderConfigRef names the credentials of the cluster.
+	ProviderConfigRef ProviderConfigReference `json:"providerConfigRef"`
+
+	// PodCIDRs are the cluster's pod networks (two for dual-stack). Every
+	// node's pod CIDRs must lie inside them.
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=8
+	PodCIDRs []CIDR `json:"podCIDRs"`
+
+	// WireguardCIDR is the network of the cluster's Kilo interface (Kilo's
+	// --subnet, 10.4.0.0/16 by default). Every leader's WireGuard IP must lie
+	// inside it.
+	WireguardCIDR CIDR `json:"wireguardCIDR"`
+
+	// WireguardPort is the UDP port Kilo listens on, used to build endpoints
+	// from node ExternalIPs.
+	// +kubebuilder:default=51820
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=65535
+	// +optional
+	WireguardPort *int32 `json:"wireguardPort,omitempty"`
+
+	// ServiceCIDR is the cluster's Service network. It is routed through one
+	// Peer of the cluster, the anchor.
+	// +optional
+	ServiceCIDR *CIDR `json:"serviceCIDR,omitempty"`
+
+	// AdditionalCIDRs are further networks reachable through the cluster,
+	// routed through the anchor Peer like the ServiceCIDR.
+	// +kubebuilder:validation:MaxItems=64
+	// +optional
+	AdditionalCIDRs []CIDR `json:"additionalCIDRs,omitempty"`
+
+	// PersistentKeepalive in seconds. Set it on a cluster behind NAT: the
+	// largest value of any member applies to every Peer of the mesh, in both
+	// directions.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=65535
+	// +optional
+	PersistentKeepalive *int32 `json:"persistentKeepalive,omitempty"`
+
+	// NodeSelector limits the nodes of the cluster that join the mesh. Empty
+	// selects every node.
+	// +optional
+	NodeSelector *metav1.LabelSelector `json:"nodeSelector,omitempty"`
+}
+
+// A ClusterMeshSpec declares the member clusters of a mesh.
+type ClusterMeshSpec struct {
+	// Clusters are the members of the mesh. Every member receives a Peer for
+	// every segment of every other member.
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MinItems=2
+	// +kubebuilder:validation:MaxItems=64
+	Clusters []Cluster `json:"clusters"`
+
+	// Granularity maps nodes to Peers: Node (one Peer per node), Location
+	// (one Peer per location, led by its leader) or Auto (per cluster, from
+	// its nodes' kilo.squat.ai/granularity annotation).
+	// +kubebuilder:default=Auto
+	// +optional
+	Granularity Granularity `json:"granularity,omitempty"`
+
+	// Delivery says how Peers reach member clusters: Objects (one
+	// provider-kubernetes Object per Peer) or PeerSet (one provider-kilomesh
+	// PeerSet per member, for large meshes). It cannot be changed.
+	// +kubebuilder:default=Objects
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="delivery is immutable: create a new mesh to change it"
+	// +optional
+	Delivery Delivery `json:"delivery,omitempty"`
+
+	// AdvertiseNodeIPs routes every node's internal addresses through the
+	// mesh, as host routes, besides its pod CIDRs.
+	// +kubebuilder:default=true
+	// +optional
+	AdvertiseNodeIPs *bool `json:"advertiseNodeIPs,omitempty"`
+}
+
+// A SkippedNode is a node left out of the mesh, and why.
+type SkippedNode struct {
+	// Node is the name of the node.
+	Node string `json:"node"`
+	// Reason is one of the skip reasons of the troubleshooting guide, e.g.
+	// NodeNoPublicKey.
+	Reason string `json:"reason"`
+	// Message says what is wrong in words.
+	Message string `json:"message"`
+}
+
+// A PeerConflict is a Peer of the mesh that was not written into a member
+// cluster because a Peer kilomesh does not own is in the way.
+type PeerConflict struct {
+	// Peer is the name of the Peer the mesh would have written.
+	Peer string `json:"peer"`
+	// Reason is PeerNameConflict or PeerKeyConflict.
+	Reason string `json:"reason"`
+	// Message names the Peer in the way.
+	Message string `json:"message"`
+}
+
+// A ClusterStatus reports one member of the mesh.
+type ClusterStatus struct {
+	// Name of the member.
+	Name string `json:"name"`
+	// Reachable is true while the member's nodes are observed.
+	Reachable bool `json:"reachable"`
+	// LastObserved is when the member's nodes were last observed.
+	// +optional
+	LastObserved *metav1.Time `json:"lastObserved,omitempty"`
+	// UnreachableSince is when the member stopped answering. The mesh keeps
+	// using its last observed nodes meanwhile.
+	// +optional
+	UnreachableSince *metav1.Time `json:"unreachableSince,omitempty"`
+	// Nodes observed in the member.
+	Nodes int `json:"nodes"`
+	// Segments of the member: WireGuard identities that become Peers.
+	Segments int `json:"segments"`
+	// Peers of this member written into the other members, counted per
+	// member they are written into.
+	Peers int `json:"peers"`
+	// SkippedNodes counts the nodes of the member left out of the mesh.
+	SkippedNodes int `json:"skippedNodes"`
+	// Skipped lists up to 20 skipped nodes; MoreSkipped counts the rest.
+	// +optional
+	Skipped []SkippedNode `json:"skipped,omitempty"`
+	// MoreSkipped counts the skipped nodes not listed in Skipped.
+	// +optional
+	MoreSkipped int `json:"moreSkipped,omitempty"`
+	// Conflicts are Peers not written into this member because a Peer the
+	// mesh does not own is in the way.
+	// +optional
+	Conflicts []PeerConflict `json:"conflicts,omitempty"`
+}
+
+// A ClusterMeshStatus reports what the mesh produced.
+type ClusterMeshStatus struct {
+	// ClusterCount is the number of members.
+	ClusterCount int `json:"clusterCount,omitempty"`
+	// PeerCount is the number of Peers written across all members.
+	PeerCount int `json:"peerCount,omitempty"`
+	// SkippedNodeCount is the number of nodes left out across all members.
+	SkippedNodeCount int `json:"skippedNodeCount,omitempty"`
+	// Clusters reports every member, in the order of spec.clusters.
+	// +optional
+	Clusters []ClusterStatus `json:"clusters,omitempty"`
+}
+
+// A ClusterMesh joins the Kilo WireGuard networks of several Kubernetes
+// clusters into one.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:resource:scope=Namespaced,categories=kilomesh
+// +kubebuilder:printcolumn:name="CLUSTERS",type="integer",JSONPath=".status.clusterCount"
+// +kubebuilder:printcolumn:name="PEERS",type="integer",JSONPath=".status.peerCount"
+// +kubebuilder:printcolumn:name="SKIPPED",type="integer",JSONPath=".status.skippedNodeCount"
+// +kubebuilder:subresource:status
+type ClusterMesh struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   ClusterMeshSpec   `json:"spec"`
+	Status ClusterMeshStatus `json:"status,omitempty"`
+}
+
+// +kubebuilder:object:root=true
+
+// A ClusterMeshList is a list of ClusterMeshes.
+type ClusterMeshList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+
+	Items []ClusterMesh `json:"items"`
+}

@@ -1,0 +1,76 @@
+package mesh
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	meshv1alpha1 "github.com/kilomesh/kilomesh/apis/mesh/v1alpha1"
+)
+
+const (
+	maxNameLen       = 253 // a DNS-1123 subdomain
+	maxLabelValueLen = 63
+	hashLen          = 8
+)
+
+// identityHash is a short hash of the parts of an identity, separated so
+// that ("a-b", "c") and ("a", "b-c") differ.
+func identityHash(parts ...string) string {
+	h := sha256.New()
+	for _, p := range parts {
+		_, _ = h.Write([]byte(p))
+		_, _ = h.Write([]byte{0})
+	}
+	return hex.EncodeToString(h.Sum(nil))[:hashLen]
+}
+
+// PeerName is the name of the Peer of a segment: readable, unique across
+// meshes, namespaces and clusters, and a DNS-1123 subdomain of at most 253
+// characters. It always ends in a hash of the whole identity, because the
+// readable part alone is ambiguous (names contain dashes) and may be cut.
+func PeerName(namespace, mesh, cluster, leader string) string {
+	suffix := "-" + identityHash(namespace, mesh, cluster, leader)
+	readable := mesh + "-" + cluster + "-" + leader
+	if len(readable) > maxNameLen-len(suffix) {
+		readable = readable[:maxNameLen-len(suffix)]
+	}
+	// A DNS-1123 subdomain has no empty label and no label that starts or
+	// ends with a dash; the readable part is made of such names, so only
+	// its cut end can break that.
+	name := strings.TrimRight(readable, "-.") + suffix
+	if len(validation.IsDNS1123Subdomain(name)) > 0 {
+		// Only names that never came from an API server get here.
+		return "peer" + suffix
+	}
+	return name
+}
+
+// LabelValue fits a name into a label value: names of up to 63 characters
+// are kept, longer ones are cut and end in a hash of the whole name.
+func LabelValue(s string) string {
+	if len(s) <= maxLabelValueLen {
+		return s
+	}
+	suffix := "-" + identityHash(s)
+	return strings.TrimRight(s[:maxLabelValueLen-len(suffix)], "-.") + suffix
+}
+
+// OwnedLabels are the labels that mark the Peers of one mesh in every member
+// cluster. The mesh changes and deletes only Peers that carry all of them.
+func OwnedLabels(namespace, mesh string) map[string]string {
+	return map[string]string{
+		meshv1alpha1.LabelManagedBy:     meshv1alpha1.ManagedByValue,
+		meshv1alpha1.LabelMeshNamespace: LabelValue(namespace),
+		meshv1alpha1.LabelMesh:          LabelValue(mesh),
+	}
+}
+
+// peerLabels are the labels of every Peer of one source cluster.
+func peerLabels(namespace, mesh, cluster string) map[string]string {
+	l := OwnedLabels(namespace, mesh)
+	l[meshv1alpha1.LabelSourceCluster] = LabelValue(cluster)
+	return l
+}

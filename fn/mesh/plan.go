@@ -47,6 +47,8 @@ type Observation struct {
 	Reachable bool
 	// UnreachableSince is when the cluster stopped answering.
 	UnreachableSince *metav1.Time
+	// Problem is why the cluster cannot be observed.
+	Problem string
 }
 
 // Input is everything the planner reads.

@@ -1,0 +1,246 @@
+package main
+
+import (
+	"encoding/json"
+	"sort"
+
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/crossplane/function-sdk-go/errors"
+	fnv1 "github.com/crossplane/function-sdk-go/proto/v1"
+
+	kilov1alpha1 "github.com/kilomesh/kilomesh/apis/kilo/v1alpha1"
+	kubev1alpha1 "github.com/kilomesh/kilomesh/apis/kube/v1alpha1"
+	meshv1alpha1 "github.com/kilomesh/kilomesh/apis/mesh/v1alpha1"
+	"github.com/kilomesh/kilomesh/fn/mesh"
+)
+
+// provider-kubernetes' namespaced Object. Its Go module is not a dependency:
+// its kinds are written as plain objects.
+const (
+	objectAPIVersion = "kubernetes.m.crossplane.io/v1alpha1"
+	objectKind       = "Object"
+)
+
+// The resources are built directly in protobuf form: a large mesh composes
+// thousands, and a detour through JSON would cost more than the planning.
+
+func str(s string) *structpb.Value { return structpb.NewStringValue(s) }
+
+func num(n int) *structpb.Value { return structpb.NewNumberValue(float64(n)) }
+
+func object(f map[string]*structpb.Value) *structpb.Value {
+	return structpb.NewStructValue(&structpb.Struct{Fields: f})
+}
+
+func strings(ss []string) *structpb.Value {
+	vs := make([]*structpb.Value, len(ss))
+	for i, s := range ss {
+		vs[i] = str(s)
+	}
+	return structpb.NewListValue(&structpb.ListValue{Values: vs})
+}
+
+func stringMap(m map[string]string) *structpb.Value {
+	f := make(map[string]*structpb.Value, len(m))
+	for k, v := range m {
+		f[k] = str(v)
+	}
+	return object(f)
+}
+
+// toValue converts a small Go value through JSON.
+func toValue(v any) (*structpb.Value, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	out := &structpb.Value{}
+	return out, out.UnmarshalJSON(b)
+}
+
+// converter builds the protobuf form of Peers, sharing the parts that repeat:
+// the labels of a source cluster and the allowedIPs a segment has in most
+// targets.
+type converter struct {
+	labels  map[string]*structpb.Value  // by source cluster
+	allowed map[*string]*structpb.Value // by the address of a slice's first element
+}
+
+func newConverter() *converter {
+	return &converter{labels: map[string]*structpb.Value{}, allowed: map[*string]*structpb.Value{}}
+}
+
+// labelsOf converts the labels of a Peer; every Peer of a source cluster
+// carries the same ones.
+func (c *converter) labelsOf(p *kilov1alpha1.Peer) *structpb.Value {
+	src := p.Labels[meshv1alpha1.LabelSourceCluster]
+	if v, ok := c.labels[src]; ok {
+		return v
+	}
+	v := stringMap(p.Labels)
+	c.labels[src] = v
+	return v
+}
+
+func (c *converter) allowedOf(ips []string) *structpb.Value {
+	if len(ips) == 0 {
+		return strings(ips)
+	}
+	key := &ips[0]
+	if v, ok := c.allowed[key]; ok && len(v.GetListValue().GetValues()) == len(ips) {
+		return v
+	}
+	v := strings(ips)
+	c.allowed[key] = v
+	return v
+}
+
+func (c *converter) peerSpec(s *kilov1alpha1.PeerSpec) *structpb.Value {
+	f := map[string]*structpb.Value{
+		"allowedIPs": c.allowedOf(s.AllowedIPs),
+		"publicKey":  str(s.PublicKey),
+	}
+	if s.PersistentKeepalive > 0 {
+		f["persistentKeepalive"] = num(s.PersistentKeepalive)
+	}
+	if e := s.Endpoint; e != nil {
+		host := map[string]*structpb.Value{}
+		if e.DNSOrIP.IP != "" {
+			host["ip"] = str(e.DNSOrIP.IP)
+		}
+		if e.DNSOrIP.DNS != "" {
+			host["dns"] = str(e.DNSOrIP.DNS)
+		}
+		f["endpoint"] = object(map[string]*structpb.Value{"dnsOrIP": object(host), "port": num(int(e.Port))})
+	}
+	return object(f)
+}
+
+func (c *converter) peer(p *kilov1alpha1.Peer) *structpb.Value {
+	return object(map[string]*structpb.Value{
+		"apiVersion": str(kilov1alpha1.APIVersion),
+		"kind":       str(kilov1alpha1.Kind),
+		"metadata":   object(map[string]*structpb.Value{"name": str(p.Name), "labels": c.labelsOf(p)}),
+		"spec":       c.peerSpec(&p.Spec),
+	})
+}
+
+func providerConfigRef(r meshv1alpha1.ProviderConfigReference) *structpb.Value {
+	kind := r.Kind
+	if kind == "" {
+		kind = "ClusterProviderConfig"
+	}
+	return object(map[string]*structpb.Value{"kind": str(kind), "name": str(r.Name)})
+}
+
+// compose writes the desired composed resources of a planned mesh: one
+// NodeInventory per member, and its Peers as Objects or PeerSets.
+func compose(rsp *fnv1.RunFunctionResponse, x *xrMesh, o *observed, plan *mesh.Plan) error {
+	desired := map[string]*fnv1.Resource{}
+	put := func(name string, s *structpb.Struct) {
+		desired[name] = &fnv1.Resource{Resource: s, Ready: ready(o.resources[name])}
+	}
+
+	owned := stringMap(mesh.OwnedLabels(x.Namespace, x.Name))
+	conv := newConverter()
+	for _, c := range x.Spec.Clusters {
+		params := map[string]*structpb.Value{"ownedPeerLabels": owned}
+		if c.NodeSelector != nil {
+			sel, err := toValue(c.NodeSelector)
+			if err != nil {
+				return errors.Wrapf(err, "cannot convert the nodeSelector of cluster %s", c.Name)
+			}
+			params["nodeSelector"] = sel
+		}
+		put(prefixInventory+c.Name, &structpb.Struct{Fields: map[string]*structpb.Value{
+			"apiVersion": str(kubev1alpha1.GroupVersion.String()),
+			"kind":       str(inventoryKind.Kind),
+			"spec": object(map[string]*structpb.Value{
+				"providerConfigRef": providerConfigRef(c.ProviderConfigRef),
+				"forProvider":       object(params),
+			}),
+		}})
+
+		peers := plan.Peers[c.Name]
+		ref := providerConfigRef(c.ProviderConfigRef)
+		switch x.delivery() {
+		case deliveryPeerSet:
+			items := make([]*structpb.Value, len(peers))
+			for i := range peers {
+				items[i] = object(map[string]*structpb.Value{
+					"name":   str(peers[i].Name),
+					"labels": conv.labelsOf(&peers[i]),
+					"spec":   conv.peerSpec(&peers[i].Spec),
+				})
+			}
+			put(prefixPeerSet+c.Name, &structpb.Struct{Fields: map[string]*structpb.Value{
+				"apiVersion": str(kubev1alpha1.GroupVersion.String()),
+				"kind":       str(kubev1alpha1.PeerSetKind),
+				"spec": object(map[string]*structpb.Value{
+					"providerConfigRef": ref,
+					"forProvider": object(map[string]*structpb.Value{
+						"selector": owned,
+						"peers":    structpb.NewListValue(&structpb.ListValue{Values: items}),
+					}),
+				}),
+			}})
+		default:
+			for i := range peers {
+				put(prefixPeer+c.Name+"-"+peers[i].Name, &structpb.Struct{Fields: map[string]*structpb.Value{
+					"apiVersion": str(objectAPIVersion),
+					"kind":       str(objectKind),
+					"spec": object(map[string]*structpb.Value{
+						"providerConfigRef": ref,
+						"forProvider":       object(map[string]*structpb.Value{"manifest": conv.peer(&peers[i])}),
+					}),
+				}})
+			}
+		}
+	}
+	if rsp.Desired == nil {
+		rsp.Desired = &fnv1.State{}
+	}
+	rsp.Desired.Resources = desired
+	return nil
+}
+
+// freeze keeps every composed resource exactly as observed: nothing is
+// created, changed or deleted while the mesh is invalid.
+func freeze(rsp *fnv1.RunFunctionResponse, req *fnv1.RunFunctionRequest, o *observed, overlap *mesh.OverlapError) error {
+	desired := make(map[string]*fnv1.Resource, len(o.resources))
+	names := make([]string, 0, len(o.resources))
+	for name := range o.resources {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		desired[name] = &fnv1.Resource{Resource: intent(o.resources[name].GetResource()), Ready: ready(o.resources[name])}
+	}
+	if rsp.Desired == nil {
+		rsp.Desired = &fnv1.State{}
+	}
+	rsp.Desired.Resources = desired
+	return writeFrozenStatus(rsp, req, overlap)
+}
+
+// intent is the part of an observed resource that its composer declares:
+// identity, labels, annotations and spec; never status or server fields.
+func intent(s *structpb.Struct) *structpb.Struct {
+	f := s.GetFields()
+	out := &structpb.Struct{Fields: map[string]*structpb.Value{}}
+	for _, k := range []string{"apiVersion", "kind", "spec"} {
+		if v, ok := f[k]; ok {
+			out.Fields[k] = proto.Clone(v).(*structpb.Value) //nolint:forcetypeassert // Clone returns the type it is given.
+		}
+	}
+	meta := map[string]*structpb.Value{}
+	for _, k := range []string{"name", "namespace", "generateName", "labels", "annotations"} {
+		if v, ok := f["metadata"].GetStructValue().GetFields()[k]; ok {
+			meta[k] = proto.Clone(v).(*structpb.Value) //nolint:forcetypeassert // Clone returns the type it is given.
+		}
+	}
+	out.Fields["metadata"] = object(meta)
+	return out
+}

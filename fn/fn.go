@@ -1,0 +1,125 @@
+package main
+
+import (
+	"context"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/crossplane/function-sdk-go/errors"
+	"github.com/crossplane/function-sdk-go/logging"
+	fnv1 "github.com/crossplane/function-sdk-go/proto/v1"
+	"github.com/crossplane/function-sdk-go/response"
+
+	"github.com/kilomesh/kilomesh/fn/mesh"
+)
+
+// maxResponseBytes is where the function stops: Crossplane rejects a
+// response above 4 MiB (gRPC's default limit, raised by neither Crossplane
+// nor the SDK), and a response near it leaves no room for what the next
+// reconcile adds.
+const maxResponseBytes = 3 << 20
+
+const (
+	errDecodeMesh   = "cannot decode the ClusterMesh"
+	errObserved     = "cannot read observed resources"
+	errOthers       = "cannot read the other ClusterMeshes of the namespace"
+	errCompose      = "cannot compose resources"
+	errStatus       = "cannot write the ClusterMesh status"
+	errPlan         = "cannot plan the mesh"
+	errFmtTooLarge  = "the mesh needs a %d KiB response, over the %d KiB this function allows (Crossplane rejects responses above 4 MiB): %s"
+	hintUsePeerSet  = "set spec.delivery: PeerSet, which composes one PeerSet per member instead of one Object per Peer (delivery cannot be changed on an existing mesh: create a new one)"
+	hintSplitOrSkip = "split the mesh, or select fewer nodes with spec.clusters[].nodeSelector, or use Location granularity"
+)
+
+// Function is function-kilomesh.
+type Function struct {
+	fnv1.UnimplementedFunctionRunnerServiceServer
+
+	log logging.Logger
+	ttl time.Duration
+}
+
+// RunFunction plans the mesh of the observed ClusterMesh and composes its
+// NodeInventories and Peers.
+func (f *Function) RunFunction(_ context.Context, req *fnv1.RunFunctionRequest) (*fnv1.RunFunctionResponse, error) {
+	ttl := f.ttl
+	if ttl == 0 {
+		ttl = response.DefaultTTL
+	}
+	rsp := response.To(req, ttl)
+
+	xr, err := decodeMesh(req.GetObserved().GetComposite().GetResource())
+	if err != nil {
+		response.Fatal(rsp, errors.Wrap(err, errDecodeMesh))
+		return rsp, nil
+	}
+	log := f.log.WithValues("xr", xr.Namespace+"/"+xr.Name)
+
+	requireOtherMeshes(rsp, xr.Namespace)
+	others, resolved, err := otherMeshes(req, xr.Name)
+	if err != nil {
+		response.Fatal(rsp, errors.Wrap(err, errOthers))
+		return rsp, nil
+	}
+	if !resolved {
+		// Crossplane calls again with the other meshes.
+		return rsp, nil
+	}
+
+	obs, err := readObserved(req, xr)
+	if err != nil {
+		response.Fatal(rsp, errors.Wrap(err, errObserved))
+		return rsp, nil
+	}
+
+	plan, err := mesh.Do(&mesh.Input{
+		Namespace:    xr.Namespace,
+		Name:         xr.Name,
+		Spec:         xr.Spec,
+		Observations: obs.inventories,
+		Others:       others,
+	})
+	var invalid *mesh.InvalidSpecError
+	var overlap *mesh.OverlapError
+	switch {
+	case errors.As(err, &invalid):
+		response.Fatal(rsp, err)
+		return rsp, nil
+	case errors.As(err, &overlap):
+		log.Info("Freezing the mesh: its networks overlap", "overlaps", len(overlap.Overlaps))
+		if err := freeze(rsp, req, obs, overlap); err != nil {
+			response.Fatal(rsp, errors.Wrap(err, errCompose))
+		}
+		return rsp, nil
+	case err != nil:
+		response.Fatal(rsp, errors.Wrap(err, errPlan))
+		return rsp, nil
+	}
+
+	if err := compose(rsp, xr, obs, plan); err != nil {
+		response.Fatal(rsp, errors.Wrap(err, errCompose))
+		return rsp, nil
+	}
+	if err := writeStatus(rsp, req, plan); err != nil {
+		response.Fatal(rsp, errors.Wrap(err, errStatus))
+		return rsp, nil
+	}
+	if n := proto.Size(rsp); n > maxResponseBytes {
+		hint := hintUsePeerSet
+		if xr.delivery() == deliveryPeerSet {
+			hint = hintSplitOrSkip
+		}
+		return tooLarge(req, ttl, n, hint), nil
+	}
+	log.Debug("Planned the mesh", "peers", plan.Status.PeerCount, "skipped", plan.Status.SkippedNodeCount)
+	return rsp, nil
+}
+
+// tooLarge is the answer when the mesh does not fit in a response: a fatal
+// result, which leaves every composed resource as it is.
+func tooLarge(req *fnv1.RunFunctionRequest, ttl time.Duration, n int, hint string) *fnv1.RunFunctionResponse {
+	rsp := response.To(req, ttl)
+	response.Fatal(rsp, errors.Errorf(errFmtTooLarge, n>>10, maxResponseBytes>>10, hint))
+	return rsp
+}

@@ -1,0 +1,45 @@
+// Command function-kilomesh is a Crossplane composition function that turns
+// a ClusterMesh into the Kilo Peers of every member cluster.
+package main
+
+import (
+	"time"
+
+	"github.com/alecthomas/kong"
+
+	function "github.com/crossplane/function-sdk-go"
+)
+
+// CLI of function-kilomesh.
+type CLI struct {
+	Debug bool `help:"Emit debug logs in addition to info logs." short:"d"`
+
+	Network     string `default:"tcp"   help:"Network on which to listen for gRPC connections."`
+	Address     string `default:":9443" help:"Address at which to listen for gRPC connections."`
+	TLSCertsDir string `env:"TLS_SERVER_CERTS_DIR"           help:"Directory containing server certs (tls.key, tls.crt) and the CA used to verify client certificates (ca.crt)."`
+	Insecure    bool   `help:"Run without mTLS credentials. If you supply this flag --tls-certs-dir will be ignored."`
+
+	MetricsAddress string `default:":8080" help:"Address at which to serve Prometheus metrics; empty disables them."`
+
+	MaxRecvMessageSize int           `default:"64"  help:"Largest request to accept, in MiB. Crossplane sends every observed resource of a mesh."`
+	ResponseTTL        time.Duration `default:"60s" help:"How long Crossplane may cache a response. It also re-runs the function this often, a safety net for missed events."`
+}
+
+// Run this function.
+func (c *CLI) Run() error {
+	log, err := function.NewLogger(c.Debug)
+	if err != nil {
+		return err
+	}
+	return function.Serve(&Function{log: log, ttl: c.ResponseTTL},
+		function.Listen(c.Network, c.Address),
+		function.MTLSCertificates(c.TLSCertsDir),
+		function.Insecure(c.Insecure),
+		function.MaxRecvMessageSize(c.MaxRecvMessageSize*1024*1024),
+		function.WithMetricsServer(c.MetricsAddress))
+}
+
+func main() {
+	ctx := kong.Parse(&CLI{}, kong.Description("A Crossplane composition function that meshes Kilo clusters."))
+	ctx.FatalIfErrorf(ctx.Run())
+}

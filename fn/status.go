@@ -1,0 +1,129 @@
+package main
+
+import (
+	"fmt"
+	gostrings "strings"
+
+	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/crossplane/function-sdk-go/errors"
+	fnv1 "github.com/crossplane/function-sdk-go/proto/v1"
+	"github.com/crossplane/function-sdk-go/response"
+
+	"github.com/kilomesh/kilomesh/fn/mesh"
+)
+
+// Conditions the function sets on a ClusterMesh, besides Crossplane's own
+// Ready and Synced.
+const (
+	// typeNetworksOverlap is True while CIDRs of the mesh overlap; the mesh
+	// is frozen meanwhile.
+	typeNetworksOverlap = "NetworksOverlap"
+	// typeClustersReachable is False while a member cannot be observed; the
+	// mesh keeps its last known nodes meanwhile.
+	typeClustersReachable = "ClustersReachable"
+	// typeConverged is False while nodes wait for Kilo (transient skips) or
+	// members wait for their first observation.
+	typeConverged = "Converged"
+
+	reasonCIDROverlap         = "CIDROverlap"
+	reasonNoOverlap           = "NoOverlap"
+	reasonAllReachable        = "AllClustersReachable"
+	reasonUnreachable         = "ClustersUnreachable"
+	reasonObserving           = "Observing"
+	reasonConverged           = "Converged"
+	reasonNodesPending        = "NodesPending"
+	reasonFrozen              = "MeshFrozen"
+	maxConditionMessageLength = 1024
+)
+
+// setStatus merges status fields into the desired composite resource.
+func setStatus(rsp *fnv1.RunFunctionResponse, status *structpb.Value) {
+	if rsp.Desired == nil {
+		rsp.Desired = &fnv1.State{}
+	}
+	if rsp.Desired.Composite == nil {
+		rsp.Desired.Composite = &fnv1.Resource{}
+	}
+	if rsp.Desired.Composite.Resource == nil {
+		rsp.Desired.Composite.Resource = &structpb.Struct{Fields: map[string]*structpb.Value{}}
+	}
+	if rsp.Desired.Composite.Resource.Fields == nil {
+		rsp.Desired.Composite.Resource.Fields = map[string]*structpb.Value{}
+	}
+	rsp.Desired.Composite.Resource.Fields["status"] = status
+}
+
+// writeStatus reports a planned mesh: status, conditions and one Warning per
+// problem kind per cluster.
+func writeStatus(rsp *fnv1.RunFunctionResponse, req *fnv1.RunFunctionRequest, plan *mesh.Plan) error {
+	_ = req
+	status, err := toValue(plan.Status)
+	if err != nil {
+		return errors.Wrap(err, "cannot convert the status")
+	}
+	setStatus(rsp, status)
+
+	response.ConditionFalse(rsp, typeNetworksOverlap, reasonNoOverlap).TargetComposite()
+
+	var unreachable, unobserved []string
+	for _, c := range plan.Status.Clusters {
+		switch {
+		case c.LastObserved == nil:
+			unobserved = append(unobserved, c.Name)
+		case !c.Reachable:
+			msg := c.Name
+			if c.UnreachableSince != nil {
+				msg += " (since " + c.UnreachableSince.UTC().Format("2006-01-02T15:04:05Z") + ")"
+			}
+			unreachable = append(unreachable, msg)
+		}
+	}
+	switch {
+	case len(unreachable) > 0:
+		response.ConditionFalse(rsp, typeClustersReachable, reasonUnreachable).
+			WithMessage(limit("cannot observe " + gostrings.Join(unreachable, ", ") + "; their last known nodes are kept")).TargetComposite()
+	case len(unobserved) > 0:
+		response.ConditionUnknown(rsp, typeClustersReachable, reasonObserving).
+			WithMessage(limit("waiting for the first observation of " + gostrings.Join(unobserved, ", "))).TargetComposite()
+	default:
+		response.ConditionTrue(rsp, typeClustersReachable, reasonAllReachable).TargetComposite()
+	}
+
+	if len(plan.Pending) > 0 {
+		response.ConditionFalse(rsp, typeConverged, reasonNodesPending).WithMessage(limit(gostrings.Join(plan.Pending, "; "))).TargetComposite()
+	} else {
+		response.ConditionTrue(rsp, typeConverged, reasonConverged).TargetComposite()
+	}
+
+	for _, w := range plan.Warnings {
+		response.Warning(rsp, errors.New(w.Message)).WithReason(w.Reason).TargetComposite()
+	}
+	return nil
+}
+
+// writeFrozenStatus reports a frozen mesh: the last status stays, the
+// overlap is named.
+func writeFrozenStatus(rsp *fnv1.RunFunctionResponse, req *fnv1.RunFunctionRequest, overlap *mesh.OverlapError) error {
+	if st, ok := req.GetObserved().GetComposite().GetResource().GetFields()["status"]; ok && st.GetStructValue() != nil {
+		kept := &structpb.Struct{Fields: map[string]*structpb.Value{}}
+		for k, v := range st.GetStructValue().GetFields() {
+			if k != "conditions" {
+				kept.Fields[k] = v
+			}
+		}
+		setStatus(rsp, structpb.NewStructValue(kept))
+	}
+	msg := limit(gostrings.Join(overlap.Overlaps, "; "))
+	response.ConditionTrue(rsp, typeNetworksOverlap, reasonCIDROverlap).WithMessage(msg).TargetComposite()
+	response.Warning(rsp, fmt.Errorf("the mesh is frozen, no Peer is changed until this is fixed: %s", msg)).WithReason(reasonFrozen).TargetComposite()
+	return nil
+}
+
+// limit cuts a condition message to a readable length.
+func limit(s string) string {
+	if len(s) <= maxConditionMessageLength {
+		return s
+	}
+	return s[:maxConditionMessageLength-3] + "..."
+}

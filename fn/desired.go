@@ -57,7 +57,10 @@ func toValue(v any) (*structpb.Value, error) {
 		return nil, err
 	}
 	out := &structpb.Value{}
-	return out, out.UnmarshalJSON(b)
+	if err := out.UnmarshalJSON(b); err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 // converter builds the protobuf form of Peers, sharing the parts that repeat:

@@ -23,7 +23,6 @@ const maxResponseBytes = 3 << 20
 const (
 	errDecodeMesh   = "cannot decode the ClusterMesh"
 	errObserved     = "cannot read observed resources"
-	errOthers       = "cannot read the other ClusterMeshes of the namespace"
 	errCompose      = "cannot compose resources"
 	errStatus       = "cannot write the ClusterMesh status"
 	errPlan         = "cannot plan the mesh"
@@ -57,11 +56,7 @@ func (f *Function) RunFunction(_ context.Context, req *fnv1.RunFunctionRequest) 
 	log := f.log.WithValues("xr", xr.Namespace+"/"+xr.Name)
 
 	requireOtherMeshes(rsp, xr.Namespace)
-	others, resolved, err := otherMeshes(req, xr.Name)
-	if err != nil {
-		response.Fatal(rsp, errors.Wrap(err, errOthers))
-		return rsp, nil
-	}
+	others, resolved := otherMeshes(req, xr.Name)
 	if !resolved {
 		// Crossplane calls again with the other meshes.
 		return rsp, nil

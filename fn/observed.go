@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"fmt"
 
 	"google.golang.org/protobuf/types/known/structpb"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -115,10 +114,10 @@ func requireOtherMeshes(rsp *fnv1.RunFunctionResponse, namespace string) {
 
 // otherMeshes are the ClusterMeshes of the namespace but this one. The bool
 // is false until Crossplane has resolved the requirement.
-func otherMeshes(req *fnv1.RunFunctionRequest, self string) ([]mesh.OtherMesh, bool, error) {
+func otherMeshes(req *fnv1.RunFunctionRequest, self string) ([]mesh.OtherMesh, bool) {
 	rr, ok := req.GetRequiredResources()[requirementMeshes]
 	if !ok {
-		return nil, false, nil
+		return nil, false
 	}
 	var out []mesh.OtherMesh
 	for _, item := range rr.GetItems() {
@@ -134,7 +133,7 @@ func otherMeshes(req *fnv1.RunFunctionRequest, self string) ([]mesh.OtherMesh, b
 		}
 		out = append(out, o)
 	}
-	return out, true, nil
+	return out, true
 }
 
 // observed is what the request says of the mesh's composed resources.
@@ -192,7 +191,7 @@ func parseTime(s string) (*metav1.Time, error) {
 		return nil, err
 	}
 	if t.IsZero() {
-		return nil, fmt.Errorf("no time")
+		return nil, errors.New("no time")
 	}
 	return t, nil
 }

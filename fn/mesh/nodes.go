@@ -52,7 +52,7 @@ type node struct {
 	skipped *meshv1alpha1.SkippedNode
 }
 
-func (n *node) skip(reason, format string, a ...any) {
+func (n *node) skipf(reason, format string, a ...any) {
 	n.skipped = &meshv1alpha1.SkippedNode{Node: n.obs.Name, Reason: reason, Message: fmt.Sprintf(format, a...)}
 }
 
@@ -111,6 +111,7 @@ func (sc *sourceCluster) useLocation(g meshv1alpha1.Granularity) bool {
 		return false
 	case meshv1alpha1.GranularityLocation:
 		return true
+	case meshv1alpha1.GranularityAuto:
 	}
 	for _, n := range sc.nodes {
 		switch n.kilo.Granularity {
@@ -127,21 +128,21 @@ func (sc *sourceCluster) useLocation(g meshv1alpha1.Granularity) bool {
 // mesh must pass, leader or not.
 func (n *node) checkPodCIDRs() bool {
 	if len(n.obs.PodCIDRs) == 0 {
-		n.skip(ReasonNodeNoPodCIDR, "the node has no pod CIDR (spec.podCIDRs is empty)")
+		n.skipf(ReasonNodeNoPodCIDR, "the node has no pod CIDR (spec.podCIDRs is empty)")
 		return false
 	}
 	n.pods = make([]netip.Prefix, 0, len(n.obs.PodCIDRs))
 	for _, s := range n.obs.PodCIDRs {
 		p, err := ParseNodeCIDR(s)
 		if err != nil {
-			n.skip(ReasonNodeNoPodCIDR, "pod CIDR %q cannot be parsed: %v", s, err)
+			n.skipf(ReasonNodeNoPodCIDR, "pod CIDR %q cannot be parsed: %v", s, err)
 			return false
 		}
 		n.pods = append(n.pods, p)
 	}
 	for _, p := range n.pods {
 		if !containedInAny(p, n.cluster.pods) {
-			n.skip(ReasonNodePodCIDROutOfRange, "pod CIDR %s is not inside the cluster's podCIDRs %v", p, n.cluster.pods)
+			n.skipf(ReasonNodePodCIDROutOfRange, "pod CIDR %s is not inside the cluster's podCIDRs %v", p, n.cluster.pods)
 			return false
 		}
 	}
@@ -161,16 +162,16 @@ func containedInAny(p netip.Prefix, nets []netip.Prefix) bool {
 // but the duplicate check, which needs every leader of the cluster).
 func (n *node) checkWireguardIP() bool {
 	if n.kilo.WireguardIP == "" {
-		n.skip(ReasonNodeNoWireguardIP, "kilo.squat.ai/wireguard-ip is not set (Kilo sets it on segment leaders)")
+		n.skipf(ReasonNodeNoWireguardIP, "kilo.squat.ai/wireguard-ip is not set (Kilo sets it on segment leaders)")
 		return false
 	}
 	a, err := ParseWireguardIP(n.kilo.WireguardIP)
 	if err != nil {
-		n.skip(ReasonWGIPInvalid, "kilo.squat.ai/wireguard-ip %q is not <ip>/<prefix>: %v", n.kilo.WireguardIP, err)
+		n.skipf(ReasonWGIPInvalid, "kilo.squat.ai/wireguard-ip %q is not <ip>/<prefix>: %v", n.kilo.WireguardIP, err)
 		return false
 	}
 	if !n.cluster.wireguard.Contains(a) {
-		n.skip(ReasonWGIPOutOfRange, "kilo.squat.ai/wireguard-ip %s is outside the cluster's wireguardCIDR %s", a, n.cluster.wireguard)
+		n.skipf(ReasonWGIPOutOfRange, "kilo.squat.ai/wireguard-ip %s is outside the cluster's wireguardCIDR %s", a, n.cluster.wireguard)
 		return false
 	}
 	n.wgIP = a
@@ -181,12 +182,12 @@ func (n *node) checkWireguardIP() bool {
 // check, which needs every leader of the mesh).
 func (n *node) checkKey() bool {
 	if n.kilo.Key == "" {
-		n.skip(ReasonNodeNoPublicKey, "kilo.squat.ai/key is not set (Kilo sets it when it starts on the node)")
+		n.skipf(ReasonNodeNoPublicKey, "kilo.squat.ai/key is not set (Kilo sets it when it starts on the node)")
 		return false
 	}
 	k, err := ParseKey(n.kilo.Key)
 	if err != nil {
-		n.skip(ReasonNodeKeyInvalid, "kilo.squat.ai/key is not a WireGuard public key: %v", err)
+		n.skipf(ReasonNodeKeyInvalid, "kilo.squat.ai/key is not a WireGuard public key: %v", err)
 		return false
 	}
 	n.key = k
@@ -206,7 +207,7 @@ func (n *node) checkEndpoint() bool {
 		}
 		e, err := ParseEndpoint(src.value)
 		if err != nil {
-			n.skip(ReasonNodeEndpointInvalid, "%s %q: %v", src.annotation, src.value, err)
+			n.skipf(ReasonNodeEndpointInvalid, "%s %q: %v", src.annotation, src.value, err)
 			return false
 		}
 		n.endpoint = &e
@@ -219,7 +220,7 @@ func (n *node) checkEndpoint() bool {
 	if v := n.kilo.Endpoint; v != "" {
 		e, err := ParseEndpoint(v)
 		if err != nil {
-			n.skip(ReasonNodeEndpointInvalid, "%s %q: %v", kilov1alpha1.AnnotationEndpoint, v, err)
+			n.skipf(ReasonNodeEndpointInvalid, "%s %q: %v", kilov1alpha1.AnnotationEndpoint, v, err)
 			return false
 		}
 		n.endpoint = &e
@@ -252,52 +253,68 @@ func firstExternalIP(ips []string) (netip.Addr, bool) {
 func (sc *sourceCluster) planSegments(g meshv1alpha1.Granularity) {
 	sc.location = sc.useLocation(g)
 	var leaders []*node
-	if !sc.location {
-		for _, n := range sc.nodes {
-			if n.checkPodCIDRs() && n.checkWireguardIP() {
-				leaders = append(leaders, n)
-			}
-			sc.segments = append(sc.segments, &segment{cluster: sc.cluster, leader: n, members: []*node{n}})
-		}
+	if sc.location {
+		leaders = sc.locationSegments()
 	} else {
-		byLocation := map[string]*segment{}
-		var order []string
-		for _, n := range sc.nodes {
-			if !n.checkPodCIDRs() {
-				continue
-			}
-			s, ok := byLocation[n.obs.Location]
-			if !ok {
-				s = &segment{cluster: sc.cluster}
-				byLocation[n.obs.Location] = s
-				order = append(order, n.obs.Location)
-			}
-			s.members = append(s.members, n)
-			// Kilo writes a WireGuard IP only on the leader of a location;
-			// the first node by name that carries one leads.
-			if s.leader == nil && n.kilo.WireguardIP != "" {
-				s.leader = n
-			}
-		}
-		for _, loc := range order {
-			s := byLocation[loc]
-			sc.segments = append(sc.segments, s)
-			if s.leader != nil && s.leader.checkWireguardIP() {
-				leaders = append(leaders, s.leader)
-			}
-		}
+		leaders = sc.nodeSegments()
 	}
 
 	// WGIPDuplicate: the first node by name keeps the address.
 	byIP := map[netip.Addr]*node{}
 	for _, n := range leaders {
 		if first, ok := byIP[n.wgIP]; ok {
-			n.skip(ReasonWGIPDuplicate, "wireguard IP %s is also used by node %s", n.wgIP, first.obs.Name)
+			n.skipf(ReasonWGIPDuplicate, "wireguard IP %s is also used by node %s", n.wgIP, first.obs.Name)
 			continue
 		}
 		byIP[n.wgIP] = n
 		n.checkKey()
 	}
+}
+
+// nodeSegments makes every node its own segment, and returns the nodes that
+// passed the checks up to the WireGuard IP.
+func (sc *sourceCluster) nodeSegments() []*node {
+	var leaders []*node
+	for _, n := range sc.nodes {
+		if n.checkPodCIDRs() && n.checkWireguardIP() {
+			leaders = append(leaders, n)
+		}
+		sc.segments = append(sc.segments, &segment{cluster: sc.cluster, leader: n, members: []*node{n}})
+	}
+	return leaders
+}
+
+// locationSegments groups the nodes with valid pod CIDRs by location, and
+// returns the leaders that passed the checks up to the WireGuard IP.
+func (sc *sourceCluster) locationSegments() []*node {
+	byLocation := map[string]*segment{}
+	var order []string
+	for _, n := range sc.nodes {
+		if !n.checkPodCIDRs() {
+			continue
+		}
+		s, ok := byLocation[n.obs.Location]
+		if !ok {
+			s = &segment{cluster: sc.cluster}
+			byLocation[n.obs.Location] = s
+			order = append(order, n.obs.Location)
+		}
+		s.members = append(s.members, n)
+		// Kilo writes a WireGuard IP only on the leader of a location; the
+		// first node by name that carries one leads.
+		if s.leader == nil && n.kilo.WireguardIP != "" {
+			s.leader = n
+		}
+	}
+	leaders := make([]*node, 0, len(order))
+	for _, loc := range order {
+		s := byLocation[loc]
+		sc.segments = append(sc.segments, s)
+		if s.leader != nil && s.leader.checkWireguardIP() {
+			leaders = append(leaders, s.leader)
+		}
+	}
+	return leaders
 }
 
 // finishSegments drops the segments whose leader was skipped, reporting the
@@ -317,9 +334,9 @@ func (sc *sourceCluster) finishSegments() {
 				continue
 			}
 			if s.leader == nil {
-				m.skip(ReasonSegmentNoLeader, "no node of location %q carries kilo.squat.ai/wireguard-ip", m.obs.Location)
+				m.skipf(ReasonSegmentNoLeader, "no node of location %q carries kilo.squat.ai/wireguard-ip", m.obs.Location)
 			} else {
-				m.skip(ReasonSegmentNoLeader, "the leader of location %q, node %s, is skipped (%s)", m.obs.Location, s.leader.obs.Name, s.leader.skipped.Reason)
+				m.skipf(ReasonSegmentNoLeader, "the leader of location %q, node %s, is skipped (%s)", m.obs.Location, s.leader.obs.Name, s.leader.skipped.Reason)
 			}
 		}
 	}
@@ -350,7 +367,7 @@ func dedupeKeys(clusters []*sourceCluster) {
 	byKey := make(map[[kilov1alpha1.KeyLen]byte]owner, len(leaders))
 	for _, n := range leaders {
 		if o, ok := byKey[n.key]; ok {
-			n.skip(ReasonNodeKeyDuplicate, "public key is also used by node %s of cluster %s", o.node, o.cluster)
+			n.skipf(ReasonNodeKeyDuplicate, "public key is also used by node %s of cluster %s", o.node, o.cluster)
 			continue
 		}
 		byKey[n.key] = owner{cluster: n.cluster.spec.Name, node: n.obs.Name}

@@ -135,6 +135,10 @@ type planner struct {
 	placed map[string]int
 	// conflicts by target cluster.
 	conflicts map[string][]meshv1alpha1.PeerConflict
+	// endpoints are the endpoint addresses of every segment of the mesh.
+	endpoints map[netip.Addr]string
+	// advertisers count the segments that advertise an internal address.
+	advertisers map[netip.Addr]int
 }
 
 // A builtSegment is the part of a segment's Peer that is the same in every
@@ -176,16 +180,16 @@ func (p *planner) buildSegments() {
 	// An endpoint host routed into any tunnel breaks the tunnel to that
 	// endpoint; an internal address advertised by two segments would be
 	// routed to whichever Kilo configured last. Neither is routed.
-	endpoints := map[netip.Addr]string{}
-	advertisers := map[netip.Addr]int{}
+	p.endpoints = map[netip.Addr]string{}
+	p.advertisers = map[netip.Addr]int{}
 	for _, sc := range p.sources {
 		for _, s := range sc.segments {
 			if e := s.leader.endpoint; e != nil && e.IP.IsValid() {
-				endpoints[e.IP] = sc.spec.Name + "/" + s.leader.obs.Name
+				p.endpoints[e.IP] = sc.spec.Name + "/" + s.leader.obs.Name
 			}
 			if p.advertise {
 				for _, a := range p.internalAddrs(s) {
-					advertisers[a.addr]++
+					p.advertisers[a.addr]++
 				}
 			}
 		}
@@ -201,56 +205,79 @@ func (p *planner) buildSegments() {
 				labels:  labels,
 				roaming: s.leader.endpoint == nil,
 			}
-			b.keepalive = p.keepalive
-			if v := s.leader.kilo.PersistentKeepalive; v != "" {
-				if k, err := ParseKeepalive(v); err != nil {
-					p.problem(sc.spec.Name, ReasonAnnotationInvalid, fmt.Sprintf("%s: %s %q %v", s.leader.obs.Name, kilov1alpha1.AnnotationPersistentKeepalive, v, err))
-				} else if k > b.keepalive {
-					b.keepalive = k
-				}
-			}
-			if b.roaming && b.keepalive < RoamingKeepalive {
-				b.keepalive = RoamingKeepalive
-			}
-
-			seen := map[netip.Prefix]bool{}
-			add := func(pr netip.Prefix) bool {
-				if seen[pr] {
-					return false
-				}
-				seen[pr] = true
-				b.allowed = append(b.allowed, pr.String())
-				return true
-			}
-			for _, m := range s.members {
-				for _, pr := range m.pods {
-					add(pr)
-				}
-				if !p.advertise {
-					continue
-				}
-				for _, a := range p.internalAddrsOf(m) {
-					own := s.leader.endpoint != nil && s.leader.endpoint.IP == a.addr
-					if other, ok := endpoints[a.addr]; ok && !own {
-						p.problem(sc.spec.Name, ReasonNodeIPConflict, fmt.Sprintf("%s %s (the endpoint of %s)", m.obs.Name, a.addr, other))
-						continue
-					}
-					if own {
-						continue
-					}
-					if advertisers[a.addr] > 1 {
-						p.problem(sc.spec.Name, ReasonNodeIPConflict, fmt.Sprintf("%s %s (advertised by more than one segment)", m.obs.Name, a.addr))
-						continue
-					}
-					if add(HostRoute(a.addr)) {
-						b.hosts = append(b.hosts, hostRoute{addr: a.addr, index: len(b.allowed) - 1, node: m.obs.Name})
-					}
-				}
-			}
-			add(HostRoute(s.leader.wgIP))
+			b.keepalive = p.keepaliveOf(s, b.roaming)
+			p.buildAllowed(b)
 			p.built[s] = b
 		}
 	}
+}
+
+// keepaliveOf is the keepalive of a segment's Peer: the mesh-wide floor, or
+// the leader's own kilo.squat.ai/persistent-keepalive when larger, and at
+// least RoamingKeepalive for a segment without an endpoint.
+func (p *planner) keepaliveOf(s *segment, roaming bool) int {
+	k := p.keepalive
+	if v := s.leader.kilo.PersistentKeepalive; v != "" {
+		n, err := ParseKeepalive(v)
+		switch {
+		case err != nil:
+			p.problem(s.cluster.spec.Name, ReasonAnnotationInvalid,
+				fmt.Sprintf("%s: %s %q %v", s.leader.obs.Name, kilov1alpha1.AnnotationPersistentKeepalive, v, err))
+		case n > k:
+			k = n
+		}
+	}
+	if roaming && k < RoamingKeepalive {
+		k = RoamingKeepalive
+	}
+	return k
+}
+
+// buildAllowed lists the allowedIPs of a segment, in the order `kgctl
+// showconf --as-peer` uses: per member by name its pod CIDRs and internal
+// addresses, then the leader's WireGuard address. Duplicates keep the first.
+func (p *planner) buildAllowed(b *builtSegment) {
+	s := b.seg
+	seen := map[netip.Prefix]bool{}
+	add := func(pr netip.Prefix) bool {
+		if seen[pr] {
+			return false
+		}
+		seen[pr] = true
+		b.allowed = append(b.allowed, pr.String())
+		return true
+	}
+	for _, m := range s.members {
+		for _, pr := range m.pods {
+			add(pr)
+		}
+		if !p.advertise {
+			continue
+		}
+		for _, a := range p.internalAddrsOf(m) {
+			if p.routable(s, m, a.addr) && add(HostRoute(a.addr)) {
+				b.hosts = append(b.hosts, hostRoute{addr: a.addr, index: len(b.allowed) - 1, node: m.obs.Name})
+			}
+		}
+	}
+	add(HostRoute(s.leader.wgIP))
+}
+
+// routable tells whether an internal address of member m may be routed
+// through segment s in every target, and reports why not.
+func (p *planner) routable(s *segment, m *node, a netip.Addr) bool {
+	if e := s.leader.endpoint; e != nil && e.IP == a {
+		return false // the segment's own endpoint: never through its own tunnel
+	}
+	if other, ok := p.endpoints[a]; ok {
+		p.problem(s.cluster.spec.Name, ReasonNodeIPConflict, fmt.Sprintf("%s %s (the endpoint of %s)", m.obs.Name, a, other))
+		return false
+	}
+	if p.advertisers[a] > 1 {
+		p.problem(s.cluster.spec.Name, ReasonNodeIPConflict, fmt.Sprintf("%s %s (advertised by more than one segment)", m.obs.Name, a))
+		return false
+	}
+	return true
 }
 
 type addrOf struct {
@@ -473,68 +500,82 @@ func (p *planner) report() {
 	st := &p.plan.Status
 	st.ClusterCount = len(p.sources)
 	for _, sc := range p.sources {
-		name := sc.spec.Name
-		cs := meshv1alpha1.ClusterStatus{Name: name, Segments: len(sc.segments), Peers: p.placed[name], Conflicts: p.conflicts[name]}
-		if sc.obs == nil || sc.obs.ObservedAt == nil {
-			p.plan.Pending = append(p.plan.Pending, fmt.Sprintf("cluster %s has not been observed yet", name))
-		} else {
-			cs.Reachable = sc.obs.Reachable
-			cs.LastObserved = sc.obs.ObservedAt
-			if !sc.obs.Reachable {
-				cs.UnreachableSince = sc.obs.UnreachableSince
-			}
-		}
-		cs.Nodes = len(sc.nodes)
-		byReason := map[string][]string{}
-		var reasons []string
-		for _, n := range sc.nodes {
-			if n.skipped == nil {
-				continue
-			}
-			cs.SkippedNodes++
-			if len(cs.Skipped) < maxListedSkips {
-				cs.Skipped = append(cs.Skipped, *n.skipped)
-			} else {
-				cs.MoreSkipped++
-			}
-			if byReason[n.skipped.Reason] == nil {
-				reasons = append(reasons, n.skipped.Reason)
-			}
-			byReason[n.skipped.Reason] = append(byReason[n.skipped.Reason], n.obs.Name)
-		}
-		sort.Strings(reasons)
-		for _, r := range reasons {
-			msg := fmt.Sprintf("cluster %s: %s skipped (%s): %s", name, plural(len(byReason[r]), "node"), r, listSome(byReason[r]))
-			p.plan.Warnings = append(p.plan.Warnings, Warning{Cluster: name, Reason: r, Message: msg})
-			if Transient(r) {
-				p.plan.Pending = append(p.plan.Pending, msg)
-			}
-		}
-		var kinds []string
-		for k := range p.problems[name] {
-			kinds = append(kinds, k)
-		}
-		sort.Strings(kinds)
-		for _, k := range kinds {
-			items := dedupe(p.problems[name][k])
-			p.plan.Warnings = append(p.plan.Warnings, Warning{Cluster: name, Reason: k,
-				Message: fmt.Sprintf("cluster %s: %s: %s", name, k, listSome(items))})
-		}
-		if len(cs.Conflicts) > 0 {
-			byR := map[string][]string{}
-			for _, c := range cs.Conflicts {
-				byR[c.Reason] = append(byR[c.Reason], c.Peer)
-			}
-			for _, r := range []string{ReasonPeerKeyConflict, ReasonPeerNameConflict} {
-				if len(byR[r]) > 0 {
-					p.plan.Warnings = append(p.plan.Warnings, Warning{Cluster: name, Reason: r,
-						Message: fmt.Sprintf("cluster %s: %s not written, a Peer this mesh does not own is in the way (%s): %s", name, plural(len(byR[r]), "Peer"), r, listSome(byR[r]))})
-				}
-			}
-		}
-		st.PeerCount += len(p.plan.Peers[name])
+		cs := p.clusterStatus(sc)
+		st.PeerCount += len(p.plan.Peers[sc.spec.Name])
 		st.SkippedNodeCount += cs.SkippedNodes
 		st.Clusters = append(st.Clusters, cs)
+		p.problemWarnings(sc.spec.Name)
+		p.conflictWarnings(sc.spec.Name, cs.Conflicts)
+	}
+}
+
+// clusterStatus reports one member, and warns once per skip reason.
+func (p *planner) clusterStatus(sc *sourceCluster) meshv1alpha1.ClusterStatus {
+	name := sc.spec.Name
+	cs := meshv1alpha1.ClusterStatus{Name: name, Nodes: len(sc.nodes), Segments: len(sc.segments), Peers: p.placed[name], Conflicts: p.conflicts[name]}
+	if sc.obs == nil || sc.obs.ObservedAt == nil {
+		p.plan.Pending = append(p.plan.Pending, fmt.Sprintf("cluster %s has not been observed yet", name))
+	} else {
+		cs.Reachable = sc.obs.Reachable
+		cs.LastObserved = sc.obs.ObservedAt
+		if !sc.obs.Reachable {
+			cs.UnreachableSince = sc.obs.UnreachableSince
+		}
+	}
+	byReason := map[string][]string{}
+	var reasons []string
+	for _, n := range sc.nodes {
+		if n.skipped == nil {
+			continue
+		}
+		cs.SkippedNodes++
+		if len(cs.Skipped) < maxListedSkips {
+			cs.Skipped = append(cs.Skipped, *n.skipped)
+		} else {
+			cs.MoreSkipped++
+		}
+		if byReason[n.skipped.Reason] == nil {
+			reasons = append(reasons, n.skipped.Reason)
+		}
+		byReason[n.skipped.Reason] = append(byReason[n.skipped.Reason], n.obs.Name)
+	}
+	sort.Strings(reasons)
+	for _, r := range reasons {
+		msg := fmt.Sprintf("cluster %s: %s skipped (%s): %s", name, plural(len(byReason[r]), "node"), r, listSome(byReason[r]))
+		p.plan.Warnings = append(p.plan.Warnings, Warning{Cluster: name, Reason: r, Message: msg})
+		if Transient(r) {
+			p.plan.Pending = append(p.plan.Pending, msg)
+		}
+	}
+	return cs
+}
+
+// problemWarnings warns once per problem kind found in a cluster.
+func (p *planner) problemWarnings(cluster string) {
+	kinds := make([]string, 0, len(p.problems[cluster]))
+	for k := range p.problems[cluster] {
+		kinds = append(kinds, k)
+	}
+	sort.Strings(kinds)
+	for _, k := range kinds {
+		p.plan.Warnings = append(p.plan.Warnings, Warning{Cluster: cluster, Reason: k,
+			Message: fmt.Sprintf("cluster %s: %s: %s", cluster, k, listSome(dedupe(p.problems[cluster][k])))})
+	}
+}
+
+// conflictWarnings warns once per kind of conflict with foreign Peers in a
+// cluster.
+func (p *planner) conflictWarnings(cluster string, conflicts []meshv1alpha1.PeerConflict) {
+	byReason := map[string][]string{}
+	for _, c := range conflicts {
+		byReason[c.Reason] = append(byReason[c.Reason], c.Peer)
+	}
+	for _, r := range []string{ReasonPeerKeyConflict, ReasonPeerNameConflict} {
+		if len(byReason[r]) > 0 {
+			p.plan.Warnings = append(p.plan.Warnings, Warning{Cluster: cluster, Reason: r,
+				Message: fmt.Sprintf("cluster %s: %s not written, a Peer this mesh does not own is in the way (%s): %s",
+					cluster, plural(len(byReason[r]), "Peer"), r, listSome(byReason[r]))})
+		}
 	}
 }
 

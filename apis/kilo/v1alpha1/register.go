@@ -1,15 +1,20 @@
 package v1alpha1
 
-import "sigs.k8s.io/controller-runtime/pkg/scheme"
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+)
 
 var (
 	// SchemeBuilder registers Kilo's Peer with a scheme.
-	SchemeBuilder = &scheme.Builder{GroupVersion: GroupVersion}
+	SchemeBuilder = runtime.NewSchemeBuilder(addKnownTypes)
 
 	// AddToScheme adds Kilo's Peer to a scheme.
 	AddToScheme = SchemeBuilder.AddToScheme
 )
 
-func init() {
-	SchemeBuilder.Register(&Peer{}, &PeerList{})
+func addKnownTypes(s *runtime.Scheme) error {
+	s.AddKnownTypes(GroupVersion, &Peer{}, &PeerList{})
+	metav1.AddToGroupVersion(s, GroupVersion)
+	return nil
 }

@@ -46,29 +46,34 @@ func (p *Peer) Validate() field.ErrorList {
 		}
 	}
 	if e := p.Spec.Endpoint; e != nil {
-		ep := spec.Child("endpoint")
-		if e.DNSOrIP.IP == "" && e.DNSOrIP.DNS == "" {
-			errs = append(errs, field.Required(ep.Child("dnsOrIP"), "an endpoint needs ip or dns"))
-		}
-		if e.DNSOrIP.IP != "" {
-			if _, err := netip.ParseAddr(e.DNSOrIP.IP); err != nil {
-				errs = append(errs, field.Invalid(ep.Child("dnsOrIP", "ip"), e.DNSOrIP.IP, "must be an IP address"))
-			}
-		}
-		if e.DNSOrIP.DNS != "" {
-			for _, msg := range validation.IsDNS1123Subdomain(e.DNSOrIP.DNS) {
-				errs = append(errs, field.Invalid(ep.Child("dnsOrIP", "dns"), e.DNSOrIP.DNS, msg))
-			}
-		}
-		if e.Port == 0 || e.Port > 65535 {
-			errs = append(errs, field.Invalid(ep.Child("port"), e.Port, "must be a UDP port, 1-65535"))
-		}
+		errs = append(errs, e.validate(spec.Child("endpoint"))...)
 	}
 	if p.Spec.PersistentKeepalive < 0 {
 		errs = append(errs, field.Invalid(spec.Child("persistentKeepalive"), p.Spec.PersistentKeepalive, "must not be negative"))
 	}
 	if _, ok := ParseKey(p.Spec.PublicKey); !ok {
 		errs = append(errs, field.Invalid(spec.Child("publicKey"), p.Spec.PublicKey, "must be standard base64 of exactly 32 bytes"))
+	}
+	return errs
+}
+
+func (e *PeerEndpoint) validate(ep *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if e.DNSOrIP.IP == "" && e.DNSOrIP.DNS == "" {
+		errs = append(errs, field.Required(ep.Child("dnsOrIP"), "an endpoint needs ip or dns"))
+	}
+	if e.DNSOrIP.IP != "" {
+		if _, err := netip.ParseAddr(e.DNSOrIP.IP); err != nil {
+			errs = append(errs, field.Invalid(ep.Child("dnsOrIP", "ip"), e.DNSOrIP.IP, "must be an IP address"))
+		}
+	}
+	if e.DNSOrIP.DNS != "" {
+		for _, msg := range validation.IsDNS1123Subdomain(e.DNSOrIP.DNS) {
+			errs = append(errs, field.Invalid(ep.Child("dnsOrIP", "dns"), e.DNSOrIP.DNS, msg))
+		}
+	}
+	if e.Port == 0 || e.Port > 65535 {
+		errs = append(errs, field.Invalid(ep.Child("port"), e.Port, "must be a UDP port, 1-65535"))
 	}
 	return errs
 }

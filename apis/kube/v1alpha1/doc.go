@@ -10,8 +10,9 @@
 package v1alpha1
 
 import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"sigs.k8s.io/controller-runtime/pkg/scheme"
 )
 
 // Group and version of the provider's managed resources.
@@ -31,7 +32,7 @@ var (
 	GroupVersion = schema.GroupVersion{Group: Group, Version: Version}
 
 	// SchemeBuilder registers the provider's types with a scheme.
-	SchemeBuilder = &scheme.Builder{GroupVersion: GroupVersion}
+	SchemeBuilder = runtime.NewSchemeBuilder(addKnownTypes)
 
 	// AddToScheme adds the provider's types to a scheme.
 	AddToScheme = SchemeBuilder.AddToScheme
@@ -43,6 +44,8 @@ var (
 	PeerSetGroupVersionKind       = GroupVersion.WithKind(PeerSetKind)
 )
 
-func init() {
-	SchemeBuilder.Register(&NodeInventory{}, &NodeInventoryList{}, &PeerSet{}, &PeerSetList{})
+func addKnownTypes(s *runtime.Scheme) error {
+	s.AddKnownTypes(GroupVersion, &NodeInventory{}, &NodeInventoryList{}, &PeerSet{}, &PeerSetList{})
+	metav1.AddToGroupVersion(s, GroupVersion)
+	return nil
 }

@@ -1,0 +1,66 @@
+# kilomesh: every target builds the tools it needs (cached in .cache/bin).
+SHELL := /usr/bin/env bash
+.SHELLFLAGS := -euo pipefail -c
+.DEFAULT_GOAL := help
+
+BIN := $(CURDIR)/.cache/bin
+GO_PACKAGES := ./...
+FUZZTIME ?= 3s
+export KUBEBUILDER_ASSETS ?= $(BIN)
+
+.PHONY: help
+help: ## Show the targets.
+	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
+
+.PHONY: tools
+tools: ## Build the test and code generation tools (first time ~11 min on 2 cores).
+	test/tools/build.sh
+
+.PHONY: generate
+generate: ## Regenerate deep-copy methods, CRDs, the XRD and the API reference.
+	test/tools/build.sh controller-gen angryjet
+	cd apis && go generate ./...
+
+.PHONY: check-generate
+check-generate: generate ## Fail when generated files are out of date.
+	@if [ -n "$$(git status --porcelain -- apis package test/crds docs)" ]; then \
+	  git status --porcelain -- apis package test/crds docs; \
+	  git diff -- apis package test/crds docs | head -50; \
+	  echo "generated files are out of date: run 'make generate' and commit the result" >&2; exit 1; fi
+
+.PHONY: lint
+lint: ## Run golangci-lint.
+	test/tools/build.sh golangci-lint
+	$(BIN)/golangci-lint run $(GO_PACKAGES)
+
+.PHONY: unit
+unit: ## Run unit tests (the provider tests start real kube-apiservers).
+	test/tools/build.sh etcd kube
+	go test -count=1 $(GO_PACKAGES)
+
+.PHONY: fuzz
+fuzz: ## Run every fuzz target for FUZZTIME each.
+	@for pkg in $$(go list ./...); do \
+	  for f in $$(go test -list '^Fuzz' $$pkg | grep '^Fuzz' || true); do \
+	    echo ">> $$pkg $$f"; go test $$pkg -run='^$$' -fuzz="^$$f$$" -fuzztime=$(FUZZTIME); \
+	  done; done
+
+.PHONY: render-check
+render-check: ## Render every examples/render scenario with the real Crossplane CLI and compare.
+	test/render/check.sh
+
+.PHONY: render-update
+render-update: ## Rewrite the expected output of every render scenario.
+	UPDATE=1 test/render/check.sh
+
+.PHONY: test
+test: check-generate lint unit fuzz render-check ## Run every test.
+
+.PHONY: bench
+bench: ## Run the benchmarks.
+	go test -run='^$$' -bench=. -benchmem $(GO_PACKAGES)
+
+.PHONY: demo
+demo: ## Dry-run examples/render/three-clusters and print the Peers of every member.
+	test/tools/build.sh crossplane-cli crossplane
+	test/render/demo.sh three-clusters

@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# Renders every examples/render/<scenario>/ with the real Crossplane CLI
+# against function-kilomesh running as a local process, compares the output
+# with the scenario's expected.yaml, and validates it with
+# `crossplane resource validate` against the XRD, provider-kilomesh's CRDs,
+# provider-kubernetes' CRDs and Kilo's Peer CRD -- including every Peer the
+# output delivers, extracted from its Objects and PeerSets.
+#
+#   test/render/check.sh [scenario...]     check (default: every scenario)
+#   UPDATE=1 test/render/check.sh ...      rewrite expected.yaml instead
+set -euo pipefail
+top=$(cd "$(dirname "$0")/../.." && pwd)
+cd "$top"
+BIN=${BIN:-$top/.cache/bin}
+. "$top/test/render/lib.sh"
+
+# provider-kubernetes' CRDs, from its module.
+pk=$(cd "$work" && GOFLAGS=-mod=mod GONOSUMDB=github.com/nebius/gosdk go mod download -json github.com/crossplane-contrib/provider-kubernetes@v1.3.1 | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
+[ -d "$pk/package/crds" ] || { echo "render-check: cannot find provider-kubernetes' CRDs" >&2; exit 1; }
+mkdir -p "$work/schemas"
+cp package/configuration/xrd.yaml package/provider/crds/*.yaml test/crds/*.yaml "$work/schemas/"
+cp "$pk"/package/crds/kubernetes.m.crossplane.io_*.yaml "$work/schemas/"
+
+if [ $# -eq 0 ]; then
+  set -- $(cd examples/render && ls -d -- */ | tr -d /)
+fi
+failed=0
+for s in "$@"; do
+  dir=examples/render/$s
+  args=(--observed-resources="$dir/observed.yaml" --xrd=package/configuration/xrd.yaml
+        --crossplane-binary="$BIN/crossplane-core" --include-function-results --include-full-xr)
+  [ -f "$dir/required.yaml" ] && args+=(--required-resources="$dir/required.yaml")
+  out=$work/$s.yaml
+  if ! "$BIN/crossplane" composition render "$dir/xr.yaml" package/configuration/composition.yaml \
+      "$work/functions.yaml" "${args[@]}" 2>"$work/$s.err" | "$work/rendertool" normalize >"$out"; then
+    echo "FAIL $s: render failed:"; cat "$work/$s.err"; failed=1; continue
+  fi
+  if [ "${UPDATE:-}" = 1 ]; then
+    cp "$out" "$dir/expected.yaml"
+  elif ! diff -u "$dir/expected.yaml" "$out" >"$work/$s.diff"; then
+    echo "FAIL $s: output differs from $dir/expected.yaml:"; cat "$work/$s.diff"; failed=1; continue
+  fi
+  # Results are not resources; every other document must match its schema.
+  "$work/rendertool" peers <"$out" >"$work/$s.peers.yaml"
+  if ! "$BIN/crossplane" resource validate "$work/schemas" "$out" --crossplane-image="" --skip-success-results >"$work/$s.validate" 2>&1 \
+    || ! "$BIN/crossplane" resource validate "$work/schemas" "$work/$s.peers.yaml" --crossplane-image="" --skip-success-results >>"$work/$s.validate" 2>&1; then
+    echo "FAIL $s: invalid output:"; cat "$work/$s.validate"; failed=1; continue
+  fi
+  if grep 'could not find CRD/XRD' "$work/$s.validate" | grep -v 'Kind=Result$' >&2; then
+    echo "FAIL $s: output has resources of unknown kinds"; failed=1; continue
+  fi
+  echo "ok   $s"
+done
+if [ "$failed" != 0 ]; then
+  echo "function log:"; cat "$work/function.log"
+  exit 1
+fi

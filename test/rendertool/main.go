@@ -1,0 +1,267 @@
+// Command rendertool reads the output of `crossplane composition render` and
+// either extracts the Kilo Peers it delivers, as plain Peer documents that
+// `crossplane resource validate` can check against Kilo's Peer CRD, or prints
+// them per member cluster for people to read.
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"sort"
+	"strings"
+	"text/tabwriter"
+
+	"sigs.k8s.io/yaml"
+)
+
+func main() {
+	if len(os.Args) == 2 && os.Args[1] == "freeport" {
+		if err := freePort(); err != nil {
+			fmt.Fprintln(os.Stderr, "rendertool:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	cmds := map[string]func(io.Writer, []doc) error{"peers": writePeers, "show": show, "normalize": normalize}
+	cmd, ok := cmds[os.Args[len(os.Args)-1]]
+	if len(os.Args) != 2 || !ok {
+		fmt.Fprintln(os.Stderr, "usage: rendertool peers|show|normalize < rendered.yaml, or rendertool freeport")
+		os.Exit(2)
+	}
+	docs, err := readDocs(os.Stdin)
+	if err == nil {
+		err = cmd(os.Stdout, docs)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "rendertool:", err)
+		os.Exit(1)
+	}
+}
+
+// freePort prints a TCP port of 127.0.0.1 that is free right now.
+func freePort() error {
+	l, err := (&net.ListenConfig{}).Listen(context.Background(), "tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Println(l.Addr().(*net.TCPAddr).Port) //nolint:forcetypeassert // a TCP listener has a TCP address
+	if cerr := l.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+type doc = map[string]any
+
+func readDocs(r io.Reader) ([]doc, error) {
+	raw, err := io.ReadAll(r)
+	if err != nil {
+		return nil, err
+	}
+	var out []doc
+	for _, part := range bytes.Split(raw, []byte("\n---")) {
+		if len(bytes.TrimSpace(part)) == 0 || bytes.Equal(bytes.TrimSpace(part), []byte("---")) {
+			continue
+		}
+		d := doc{}
+		if err := yaml.Unmarshal(part, &d); err != nil {
+			return nil, fmt.Errorf("cannot parse a rendered document: %w", err)
+		}
+		if len(d) > 0 {
+			out = append(out, d)
+		}
+	}
+	return out, nil
+}
+
+func get(d any, path ...string) any {
+	for _, p := range path {
+		m, ok := d.(map[string]any)
+		if !ok {
+			return nil
+		}
+		d = m[p]
+	}
+	return d
+}
+
+func str(d any, path ...string) string {
+	s, _ := get(d, path...).(string)
+	return s
+}
+
+// placement is one Peer delivered into one member cluster.
+type placement struct {
+	target string
+	peer   doc
+}
+
+// placements finds the Peers of provider-kubernetes Objects and of PeerSets.
+// The target is the member's provider config name.
+func placements(docs []doc) ([]placement, error) {
+	var out []placement
+	for _, d := range docs {
+		target := str(d, "spec", "providerConfigRef", "name")
+		switch str(d, "kind") {
+		case "Object":
+			m, ok := get(d, "spec", "forProvider", "manifest").(map[string]any)
+			if !ok {
+				return nil, errors.New("an Object has no spec.forProvider.manifest")
+			}
+			out = append(out, placement{target: target, peer: m})
+		case "PeerSet":
+			items, _ := get(d, "spec", "forProvider", "peers").([]any)
+			for _, it := range items {
+				p := doc{
+					"apiVersion": "kilo.squat.ai/v1alpha1",
+					"kind":       "Peer",
+					"metadata":   doc{"name": str(it, "name"), "labels": get(it, "labels")},
+					"spec":       get(it, "spec"),
+				}
+				out = append(out, placement{target: target, peer: p})
+			}
+		}
+	}
+	return out, nil
+}
+
+// normalize writes the documents in a stable order: the XR first, then the
+// composed resources by kind and composition resource name, then the
+// results. Crossplane emits some results in map order.
+func normalize(w io.Writer, docs []doc) error {
+	key := func(d doc) string {
+		if str(d, "kind") == "Result" {
+			return "2\x00" + str(d, "severity") + "\x00" + str(d, "reason") + "\x00" + str(d, "message")
+		}
+		return "1\x00" + str(d, "apiVersion") + "\x00" + str(d, "kind") + "\x00" +
+			str(d, "metadata", "annotations", "crossplane.io/composition-resource-name") + "\x00" + str(d, "metadata", "name")
+	}
+	if len(docs) == 0 {
+		return errors.New("nothing was rendered")
+	}
+	rest := append([]doc(nil), docs[1:]...)
+	sort.SliceStable(rest, func(i, j int) bool { return key(rest[i]) < key(rest[j]) })
+	return writeDocs(w, append([]doc{docs[0]}, rest...))
+}
+
+func writeDocs(w io.Writer, docs []doc) error {
+	for _, d := range docs {
+		b, err := yaml.Marshal(d)
+		if err != nil {
+			return err
+		}
+		if _, err := fmt.Fprintf(w, "---\n%s", b); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func writePeers(w io.Writer, docs []doc) error {
+	ps, err := placements(docs)
+	if err != nil {
+		return err
+	}
+	peers := make([]doc, len(ps))
+	for i, p := range ps {
+		peers[i] = p.peer
+	}
+	return writeDocs(w, peers)
+}
+
+func show(w io.Writer, docs []doc) error {
+	ps, err := placements(docs)
+	if err != nil {
+		return err
+	}
+	byTarget := map[string][]doc{}
+	var targets []string
+	for _, p := range ps {
+		if _, ok := byTarget[p.target]; !ok {
+			targets = append(targets, p.target)
+		}
+		byTarget[p.target] = append(byTarget[p.target], p.peer)
+	}
+	sort.Strings(targets)
+	bw := bufio.NewWriter(w)
+	for _, t := range targets {
+		fmt.Fprintf(bw, "\nPeers in %s:\n", t)
+		tw := tabwriter.NewWriter(bw, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "  NAME\tSOURCE\tENDPOINT\tKEEPALIVE\tALLOWED IPS")
+		peers := byTarget[t]
+		sort.Slice(peers, func(i, j int) bool { return str(peers[i], "metadata", "name") < str(peers[j], "metadata", "name") })
+		for _, p := range peers {
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%v\t%s\n", str(p, "metadata", "name"),
+				str(p, "metadata", "labels", "kilomesh.io/source-cluster"), endpoint(p), keepalive(p), allowed(p))
+		}
+		_ = tw.Flush()
+	}
+	for _, d := range docs {
+		if str(d, "kind") == "ClusterMesh" {
+			showStatus(bw, d)
+		}
+	}
+	return bw.Flush()
+}
+
+func endpoint(p doc) string {
+	e := get(p, "spec", "endpoint")
+	if e == nil {
+		return "(roaming)"
+	}
+	host := str(e, "dnsOrIP", "ip")
+	if host == "" {
+		host = str(e, "dnsOrIP", "dns")
+	}
+	if strings.Contains(host, ":") {
+		host = "[" + host + "]"
+	}
+	return fmt.Sprintf("%s:%v", host, get(e, "port"))
+}
+
+func keepalive(p doc) any {
+	if k := get(p, "spec", "persistentKeepalive"); k != nil {
+		return k
+	}
+	return 0
+}
+
+func allowed(p doc) string {
+	items, _ := get(p, "spec", "allowedIPs").([]any)
+	ss := make([]string, len(items))
+	for i, it := range items {
+		ss[i], _ = it.(string)
+	}
+	return strings.Join(ss, ",")
+}
+
+func showStatus(w io.Writer, d doc) {
+	fmt.Fprintf(w, "\nClusterMesh %s/%s:\n", str(d, "metadata", "namespace"), str(d, "metadata", "name"))
+	conds, _ := get(d, "status", "conditions").([]any)
+	for _, c := range conds {
+		line := fmt.Sprintf("  %-18s %-6s %s", str(c, "type"), str(c, "status"), str(c, "reason"))
+		if m := str(c, "message"); m != "" {
+			line += ": " + m
+		}
+		fmt.Fprintln(w, line)
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "  CLUSTER\tREACHABLE\tNODES\tSEGMENTS\tPEERS OUT\tSKIPPED")
+	clusters, _ := get(d, "status", "clusters").([]any)
+	for _, c := range clusters {
+		fmt.Fprintf(tw, "  %s\t%v\t%v\t%v\t%v\t%v\n", str(c, "name"), get(c, "reachable"), get(c, "nodes"), get(c, "segments"), get(c, "peers"), get(c, "skippedNodes"))
+	}
+	_ = tw.Flush()
+	for _, c := range clusters {
+		skipped, _ := get(c, "skipped").([]any)
+		for _, s := range skipped {
+			fmt.Fprintf(w, "  skipped %s/%s: %s (%s)\n", str(c, "name"), str(s, "node"), str(s, "reason"), str(s, "message"))
+		}
+	}
+}

@@ -1,0 +1,130 @@
+/*
+Copyright 2026 The kilomesh Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+// Command provider is provider-kilomesh: it publishes the Nodes of Kilo
+// member clusters (NodeInventory) and keeps sets of Kilo Peers in them
+// (PeerSet).
+package main
+
+import (
+	"io"
+	"time"
+
+	"github.com/alecthomas/kong"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/crossplane/crossplane-runtime/v2/pkg/controller"
+	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
+	"github.com/crossplane/crossplane-runtime/v2/pkg/feature"
+	"github.com/crossplane/crossplane-runtime/v2/pkg/logging"
+	"github.com/crossplane/crossplane-runtime/v2/pkg/ratelimiter"
+	"github.com/crossplane/crossplane-runtime/v2/pkg/reconciler/managed"
+
+	pcontroller "github.com/kilomesh/kilomesh/provider/internal/controller"
+	"github.com/kilomesh/kilomesh/provider/internal/remote"
+)
+
+// CLI of provider-kilomesh.
+type CLI struct {
+	Debug bool `help:"Emit debug logs, including controller-runtime's." short:"d"`
+
+	Poll             time.Duration `default:"10m" help:"How often every resource is checked even without a change. Changes in member clusters are watched; this is a safety net."`
+	Sync             time.Duration `default:"1h"  help:"How often the control-plane cache is resynced."`
+	MaxReconcileRate int           `default:"10"  help:"The most reconciles per second, and the most running at once."`
+	Coalesce         time.Duration `default:"200ms" help:"How long the changes of a member cluster are gathered before the resources that use it are reconciled."`
+
+	LeaderElection           bool   `env:"LEADER_ELECTION"           help:"Use leader election, for more than one replica."`
+	MetricsBindAddress       string `default:":8080" env:"METRICS_BIND_ADDRESS"      help:"Address of the Prometheus metrics endpoint; 0 disables it."`
+	HealthProbeBindAddress   string `default:":8081" env:"HEALTH_PROBE_BIND_ADDRESS" help:"Address of the /healthz and /readyz endpoints; 0 disables them."`
+	EnableManagementPolicies bool   `default:"true"  env:"ENABLE_MANAGEMENT_POLICIES" help:"Honour spec.managementPolicies."`
+}
+
+const (
+	errConfig  = "cannot load the control plane's client configuration"
+	errManager = "cannot create the controller manager"
+	errSetup   = "cannot set up the controllers"
+	errProbe   = "cannot add the health probes"
+	errStart   = "cannot run the controller manager"
+)
+
+// Run provider-kilomesh until it receives SIGTERM or SIGINT.
+func (c *CLI) Run() error {
+	zl := zap.New(zap.UseDevMode(c.Debug))
+	log := logging.NewLogrLogger(zl.WithName("provider-kilomesh"))
+	// controller-runtime is very chatty; it only talks in debug mode.
+	ctrl.SetLogger(zap.New(zap.WriteTo(io.Discard)))
+	if c.Debug {
+		ctrl.SetLogger(zl)
+	}
+
+	cfg, err := ctrl.GetConfig()
+	if err != nil {
+		return errors.Wrap(err, errConfig)
+	}
+	s, err := pcontroller.NewScheme()
+	if err != nil {
+		return err
+	}
+	mo := pcontroller.ManagerOptions(s)
+	mo.Cache.SyncPeriod = &c.Sync
+	mo.Metrics = metricsserver.Options{BindAddress: c.MetricsBindAddress}
+	mo.HealthProbeBindAddress = c.HealthProbeBindAddress
+	mo.LeaderElection = c.LeaderElection
+	mo.LeaderElectionID = "crossplane-leader-election-provider-kilomesh"
+	mo.LeaderElectionResourceLock = resourcelock.LeasesResourceLock
+	mgr, err := ctrl.NewManager(ratelimiter.LimitRESTConfig(cfg, c.MaxReconcileRate), mo)
+	if err != nil {
+		return errors.Wrap(err, errManager)
+	}
+
+	mm := managed.NewMRMetricRecorder()
+	metrics.Registry.MustRegister(mm)
+	o := controller.Options{
+		Logger:                  log,
+		MaxConcurrentReconciles: c.MaxReconcileRate,
+		PollInterval:            c.Poll,
+		GlobalRateLimiter:       ratelimiter.NewGlobal(c.MaxReconcileRate),
+		Features:                &feature.Flags{},
+		MetricOptions:           &controller.MetricOptions{MRMetrics: mm},
+	}
+	if c.EnableManagementPolicies {
+		o.Features.Enable(feature.EnableBetaManagementPolicies)
+	}
+
+	ctx := ctrl.SetupSignalHandler()
+	reg := remote.NewRegistry(ctx, remote.WithCoalesce(c.Coalesce))
+	if err := pcontroller.Setup(mgr, o, reg); err != nil {
+		return errors.Wrap(err, errSetup)
+	}
+	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
+		return errors.Wrap(err, errProbe)
+	}
+	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
+		return errors.Wrap(err, errProbe)
+	}
+	log.Info("Starting", "poll", c.Poll.String(), "max-reconcile-rate", c.MaxReconcileRate)
+	return errors.Wrap(mgr.Start(ctx), errStart)
+}
+
+func main() {
+	ctx := kong.Parse(&CLI{}, kong.Name("provider"), kong.Description("provider-kilomesh: Kilo member clusters for Crossplane."))
+	ctx.FatalIfErrorf(ctx.Run())
+}

@@ -1,0 +1,197 @@
+/*
+Copyright 2026 The kilomesh Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+// Package nodeinventory reconciles NodeInventories: observe-only managed
+// resources that publish the Nodes of one member cluster.
+package nodeinventory
+
+import (
+	"context"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+
+	xpv2 "github.com/crossplane/crossplane/apis/v2/core/v2"
+
+	"github.com/crossplane/crossplane-runtime/v2/pkg/controller"
+	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
+	"github.com/crossplane/crossplane-runtime/v2/pkg/event"
+	"github.com/crossplane/crossplane-runtime/v2/pkg/feature"
+	"github.com/crossplane/crossplane-runtime/v2/pkg/meta"
+	"github.com/crossplane/crossplane-runtime/v2/pkg/ratelimiter"
+	"github.com/crossplane/crossplane-runtime/v2/pkg/reconciler/managed"
+	"github.com/crossplane/crossplane-runtime/v2/pkg/resource"
+
+	kilov1alpha1 "github.com/kilomesh/kilomesh/apis/kilo/v1alpha1"
+	"github.com/kilomesh/kilomesh/apis/kube/v1alpha1"
+	"github.com/kilomesh/kilomesh/provider/internal/clients"
+	"github.com/kilomesh/kilomesh/provider/internal/remote"
+)
+
+const (
+	errSelector     = "spec.forProvider.nodeSelector is not a valid label selector"
+	errObserveNodes = "cannot observe the Nodes of the cluster"
+	errObservePeers = "cannot observe the Peers of the cluster"
+)
+
+// Setup adds a controller that reconciles NodeInventories.
+func Setup(mgr ctrl.Manager, o controller.Options, reg *remote.Registry, usage *clients.UsageTracker) error {
+	name := managed.ControllerName(v1alpha1.NodeInventoryKind)
+	c := &connector{
+		resolver: clients.NewResolver(mgr.GetClient()),
+		usage:    usage,
+		registry: reg,
+		now:      time.Now,
+	}
+	opts := []managed.ReconcilerOption{
+		managed.WithTypedExternalConnector[*v1alpha1.NodeInventory](c),
+		// The inventory has no external name: it is a view of a cluster.
+		managed.WithInitializers(),
+		managed.WithFinalizer(remote.ReleasingFinalizer{
+			Finalizer: resource.NewAPIFinalizer(mgr.GetClient(), managed.FinalizerName),
+			Kind:      v1alpha1.NodeInventoryKind,
+			Usage:     usage,
+			Registry:  reg,
+		}),
+		managed.WithLogger(o.Logger.WithValues("controller", name)),
+		managed.WithRecorder(event.NewAPIRecorder(mgr.GetEventRecorderFor(name))), //nolint:staticcheck // crossplane-runtime's event package still takes the legacy recorder.
+		managed.WithPollInterval(o.PollInterval),
+	}
+	if o.Features != nil && o.Features.Enabled(feature.EnableBetaManagementPolicies) {
+		opts = append(opts, managed.WithManagementPolicies())
+	}
+	if o.MetricOptions != nil && o.MetricOptions.MRMetrics != nil {
+		opts = append(opts, managed.WithMetricRecorder(o.MetricOptions.MRMetrics))
+	}
+	r := managed.NewReconciler(mgr, resource.ManagedKind(v1alpha1.NodeInventoryGroupVersionKind), opts...)
+
+	return ctrl.NewControllerManagedBy(mgr).
+		Named(name).
+		WithOptions(o.ForControllerRuntime()).
+		For(&v1alpha1.NodeInventory{}, builder.WithPredicates(resource.DesiredStateChanged())).
+		WatchesRawSource(reg.Source(v1alpha1.NodeInventoryKind)).
+		Complete(ratelimiter.NewReconciler(name, errors.WithSilentRequeueOnConflict(r), o.GlobalRateLimiter))
+}
+
+// A connector resolves an inventory's cluster and hands out its shared
+// watch.
+type connector struct {
+	resolver *clients.Resolver
+	usage    *clients.UsageTracker
+	registry *remote.Registry
+	now      func() time.Time
+}
+
+// Connect returns an external client that reads the inventory's cluster. A
+// deleted inventory needs no cluster at all: it is only a view, so its
+// deletion finishes even when its config or cluster is gone.
+func (c *connector) Connect(ctx context.Context, cr *v1alpha1.NodeInventory) (managed.TypedExternalClient[*v1alpha1.NodeInventory], error) {
+	if meta.WasDeleted(cr) {
+		return &deleted{}, nil
+	}
+	creds, err := c.resolver.Resolve(ctx, cr)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.usage.Track(ctx, cr); err != nil {
+		return nil, err
+	}
+	u := remote.User{Kind: v1alpha1.NodeInventoryKind, NamespacedName: types.NamespacedName{Namespace: cr.GetNamespace(), Name: cr.GetName()}}
+	return &external{cluster: c.registry.Acquire(u, creds), now: c.now}, nil
+}
+
+// A Cluster is the part of a member cluster an inventory reads.
+type Cluster interface {
+	Nodes(ctx context.Context) ([]*corev1.Node, error)
+	Peers(ctx context.Context) ([]*kilov1alpha1.Peer, error)
+}
+
+// An external observes one inventory's cluster through its shared watch.
+type external struct {
+	cluster Cluster
+	now     func() time.Time
+}
+
+// Observe publishes the cluster's Nodes (and foreign Peers) in the
+// inventory's status. Status changes only when a published field changes
+// (or when the inventory recovers from an error), so the heartbeats of Kilo
+// and the kubelet cause no writes.
+func (e *external) Observe(ctx context.Context, cr *v1alpha1.NodeInventory) (managed.ExternalObservation, error) {
+	sel, err := metav1.LabelSelectorAsSelector(cr.Spec.ForProvider.NodeSelector)
+	if err != nil {
+		return managed.ExternalObservation{}, errors.Wrap(err, errSelector)
+	}
+	nodes, err := e.cluster.Nodes(ctx)
+	if err != nil {
+		return managed.ExternalObservation{}, errors.Wrap(err, errObserveNodes)
+	}
+	var foreign []v1alpha1.ForeignPeer
+	if len(cr.Spec.ForProvider.OwnedPeerLabels) > 0 {
+		peers, err := e.cluster.Peers(ctx)
+		switch {
+		case errors.Is(err, remote.ErrPeerCRDMissing):
+			// A cluster without Kilo's Peer has no Peer in anyone's way.
+		case err != nil:
+			return managed.ExternalObservation{}, errors.Wrap(err, errObservePeers)
+		default:
+			foreign = ObserveForeignPeers(peers, cr.Spec.ForProvider.OwnedPeerLabels)
+		}
+	}
+	observed := ObserveNodes(nodes, sel)
+
+	at := &cr.Status.AtProvider
+	recovering := cr.GetCondition(xpv2.TypeSynced).Status != corev1.ConditionTrue
+	if at.ObservedAt == nil || recovering ||
+		!equality.Semantic.DeepEqual(at.Nodes, observed) ||
+		!equality.Semantic.DeepEqual(at.ForeignPeers, foreign) {
+		at.Nodes = observed
+		at.ForeignPeers = foreign
+		at.ObservedAt = &metav1.Time{Time: e.now().UTC().Truncate(time.Second)}
+	}
+	cr.SetConditions(xpv2.Available())
+	return managed.ExternalObservation{ResourceExists: true, ResourceUpToDate: true}, nil
+}
+
+// Create does nothing: an inventory only observes.
+func (e *external) Create(_ context.Context, _ *v1alpha1.NodeInventory) (managed.ExternalCreation, error) {
+	return managed.ExternalCreation{}, nil
+}
+
+// Update does nothing: an inventory only observes.
+func (e *external) Update(_ context.Context, _ *v1alpha1.NodeInventory) (managed.ExternalUpdate, error) {
+	return managed.ExternalUpdate{}, nil
+}
+
+// Delete does nothing: an inventory only observes.
+func (e *external) Delete(_ context.Context, _ *v1alpha1.NodeInventory) (managed.ExternalDelete, error) {
+	return managed.ExternalDelete{}, nil
+}
+
+// Disconnect does nothing: the watch is shared and outlives a reconcile.
+func (e *external) Disconnect(_ context.Context) error { return nil }
+
+// deleted is the external client of an inventory being deleted: there is
+// nothing in the cluster to remove, so it reports nothing exists.
+type deleted struct{ external }
+
+func (*deleted) Observe(_ context.Context, _ *v1alpha1.NodeInventory) (managed.ExternalObservation, error) {
+	return managed.ExternalObservation{ResourceExists: false}, nil
+}

@@ -1,0 +1,381 @@
+/*
+Copyright 2026 The kilomesh Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+// Package peerset reconciles PeerSets: managed resources that keep a set of
+// Kilo Peers in one member cluster.
+package peerset
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+	kerrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	xpv2 "github.com/crossplane/crossplane/apis/v2/core/v2"
+
+	"github.com/crossplane/crossplane-runtime/v2/pkg/controller"
+	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
+	"github.com/crossplane/crossplane-runtime/v2/pkg/event"
+	"github.com/crossplane/crossplane-runtime/v2/pkg/feature"
+	"github.com/crossplane/crossplane-runtime/v2/pkg/meta"
+	"github.com/crossplane/crossplane-runtime/v2/pkg/ratelimiter"
+	"github.com/crossplane/crossplane-runtime/v2/pkg/reconciler/managed"
+	"github.com/crossplane/crossplane-runtime/v2/pkg/resource"
+
+	kilov1alpha1 "github.com/kilomesh/kilomesh/apis/kilo/v1alpha1"
+	"github.com/kilomesh/kilomesh/apis/kube/v1alpha1"
+	"github.com/kilomesh/kilomesh/provider/internal/clients"
+	"github.com/kilomesh/kilomesh/provider/internal/remote"
+)
+
+const (
+	errObservePeers = "cannot observe the Peers of the cluster"
+	errClient       = "cannot create a client for the cluster"
+	errFmtApply     = "cannot apply %d of %d Peers"
+	errFmtDelete    = "cannot delete %d of %d Peers"
+	errConvert      = "cannot convert the Peer for apply"
+	errFmtApplyPeer = "cannot apply Peer %q"
+	errFmtPutPeer   = "cannot replace Peer %q"
+	errFmtDelPeer   = "cannot delete Peer %q"
+)
+
+// ReasonPeerProblems is the reason of a PeerSet's Ready=False condition when
+// some desired Peers cannot be applied.
+const ReasonPeerProblems xpv2.ConditionReason = "PeerProblems"
+
+// workers is how many Peers are written at once. Thousands of Peers then
+// take seconds, not minutes.
+const workers = 16
+
+// maxListed is how many problems a condition message names.
+const maxListed = 5
+
+// Setup adds a controller that reconciles PeerSets.
+func Setup(mgr ctrl.Manager, o controller.Options, reg *remote.Registry, usage *clients.UsageTracker) error {
+	name := managed.ControllerName(v1alpha1.PeerSetKind)
+	c := &connector{
+		resolver: clients.NewResolver(mgr.GetClient()),
+		usage:    usage,
+		registry: reg,
+	}
+	opts := []managed.ReconcilerOption{
+		managed.WithTypedExternalConnector[*v1alpha1.PeerSet](c),
+		managed.WithInitializers(),
+		managed.WithFinalizer(remote.ReleasingFinalizer{
+			Finalizer: resource.NewAPIFinalizer(mgr.GetClient(), managed.FinalizerName),
+			Kind:      v1alpha1.PeerSetKind,
+			Usage:     usage,
+			Registry:  reg,
+		}),
+		managed.WithLogger(o.Logger.WithValues("controller", name)),
+		managed.WithRecorder(event.NewAPIRecorder(mgr.GetEventRecorderFor(name))), //nolint:staticcheck // crossplane-runtime's event package still takes the legacy recorder.
+		managed.WithPollInterval(o.PollInterval),
+	}
+	if o.Features != nil && o.Features.Enabled(feature.EnableBetaManagementPolicies) {
+		opts = append(opts, managed.WithManagementPolicies())
+	}
+	if o.MetricOptions != nil && o.MetricOptions.MRMetrics != nil {
+		opts = append(opts, managed.WithMetricRecorder(o.MetricOptions.MRMetrics))
+	}
+	r := managed.NewReconciler(mgr, resource.ManagedKind(v1alpha1.PeerSetGroupVersionKind), opts...)
+
+	return ctrl.NewControllerManagedBy(mgr).
+		Named(name).
+		WithOptions(o.ForControllerRuntime()).
+		For(&v1alpha1.PeerSet{}, builder.WithPredicates(resource.DesiredStateChanged())).
+		WatchesRawSource(reg.Source(v1alpha1.PeerSetKind)).
+		Complete(ratelimiter.NewReconciler(name, errors.WithSilentRequeueOnConflict(r), o.GlobalRateLimiter))
+}
+
+type connector struct {
+	resolver *clients.Resolver
+	usage    *clients.UsageTracker
+	registry *remote.Registry
+}
+
+// Connect returns an external client of the set's cluster.
+func (c *connector) Connect(ctx context.Context, cr *v1alpha1.PeerSet) (managed.TypedExternalClient[*v1alpha1.PeerSet], error) {
+	creds, err := c.resolver.Resolve(ctx, cr)
+	if err != nil {
+		return nil, err
+	}
+	if !meta.WasDeleted(cr) {
+		if err := c.usage.Track(ctx, cr); err != nil {
+			return nil, err
+		}
+	}
+	u := remote.User{Kind: v1alpha1.PeerSetKind, NamespacedName: types.NamespacedName{Namespace: cr.GetNamespace(), Name: cr.GetName()}}
+	cl := c.registry.Acquire(u, creds)
+	kc, err := cl.Client()
+	if err != nil {
+		return nil, errors.Wrap(err, errClient)
+	}
+	return &external{peers: cl, kube: kc}, nil
+}
+
+// PeerLister lists the Peers of a cluster.
+type PeerLister interface {
+	Peers(ctx context.Context) ([]*kilov1alpha1.Peer, error)
+}
+
+// An external keeps one set's Peers in its cluster. It reads the cluster
+// through the shared watch and writes through kube.
+type external struct {
+	peers PeerLister
+	kube  client.Client
+
+	// plan is the result of the last Observe, used by the Create, Update or
+	// Delete of the same reconcile.
+	plan Plan
+}
+
+// Observe compares the set with the Peers of the cluster.
+func (e *external) Observe(ctx context.Context, cr *v1alpha1.PeerSet) (managed.ExternalObservation, error) {
+	actual, err := e.peers.Peers(ctx)
+	if meta.WasDeleted(cr) && errors.Is(err, remote.ErrPeerCRDMissing) {
+		// Without the CRD there is no Peer left to delete.
+		return managed.ExternalObservation{ResourceExists: false}, nil
+	}
+	if err != nil {
+		return managed.ExternalObservation{}, errors.Wrap(err, errObservePeers)
+	}
+	e.plan = NewPlan(cr.Spec.ForProvider, actual)
+	if meta.WasDeleted(cr) {
+		return managed.ExternalObservation{ResourceExists: len(e.plan.Owned) > 0}, nil
+	}
+	setStatus(cr, e.plan.Desired, e.plan.Applied, e.plan.Problems)
+	// The set "exists" from the start: its Peers are created by Update,
+	// which keeps Crossplane's creation annotations (and their writes) out
+	// of a resource that is only ever re-applied.
+	return managed.ExternalObservation{
+		ResourceExists:   true,
+		ResourceUpToDate: e.plan.UpToDate(),
+		Diff:             e.diff(),
+	}, nil
+}
+
+func (e *external) diff() string {
+	if e.plan.UpToDate() {
+		return ""
+	}
+	return fmt.Sprintf("%d Peers to apply, %d to delete", len(e.plan.Apply), len(e.plan.Delete))
+}
+
+// Create applies the set; see Update.
+func (e *external) Create(ctx context.Context, cr *v1alpha1.PeerSet) (managed.ExternalCreation, error) {
+	_, err := e.Update(ctx, cr)
+	return managed.ExternalCreation{}, err
+}
+
+// Update applies the desired Peers that are missing or differ and deletes
+// the owned Peers no longer desired. A Peer the API server rejects is
+// reported as a problem; the others are still applied.
+func (e *external) Update(ctx context.Context, cr *v1alpha1.PeerSet) (managed.ExternalUpdate, error) {
+	rejected, failed := e.applyAll(ctx, e.plan.Apply)
+	problems := append(append([]v1alpha1.PeerProblem(nil), e.plan.Problems...), rejected...)
+	sort.SliceStable(problems, func(i, j int) bool { return problems[i].Peer < problems[j].Peer })
+	setStatus(cr, e.plan.Desired, e.plan.Applied+len(e.plan.Apply)-len(rejected)-len(failed), problems)
+
+	var errs []error
+	if len(failed) > 0 {
+		errs = append(errs, errors.Wrapf(errors.Join(failed...), errFmtApply, len(failed), len(e.plan.Apply)))
+	}
+	if derr := e.deleteAll(ctx, e.plan.Delete); len(derr) > 0 {
+		errs = append(errs, errors.Wrapf(errors.Join(derr...), errFmtDelete, len(derr), len(e.plan.Delete)))
+	}
+	if len(errs) > 0 {
+		return managed.ExternalUpdate{}, errors.Join(errs...)
+	}
+	return managed.ExternalUpdate{}, nil
+}
+
+// Delete deletes every Peer the set owns, and nothing else.
+func (e *external) Delete(ctx context.Context, _ *v1alpha1.PeerSet) (managed.ExternalDelete, error) {
+	if derr := e.deleteAll(ctx, e.plan.Owned); len(derr) > 0 {
+		return managed.ExternalDelete{}, errors.Wrapf(errors.Join(derr...), errFmtDelete, len(derr), len(e.plan.Owned))
+	}
+	return managed.ExternalDelete{}, nil
+}
+
+// Disconnect does nothing: the watch is shared and outlives a reconcile.
+func (e *external) Disconnect(_ context.Context) error { return nil }
+
+// applyAll applies the changes, several at a time. It returns the Peers the
+// API server rejected, and the errors that may pass on a retry.
+func (e *external) applyAll(ctx context.Context, changes []Change) ([]v1alpha1.PeerProblem, []error) {
+	var (
+		mu       sync.Mutex
+		rejected []v1alpha1.PeerProblem
+		failed   []error
+	)
+	forEach(len(changes), func(i int) {
+		err := e.apply(ctx, changes[i])
+		if err == nil {
+			return
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if kerrors.IsInvalid(err) || kerrors.IsBadRequest(err) {
+			rejected = append(rejected, v1alpha1.PeerProblem{Peer: changes[i].Want.Name, Reason: v1alpha1.ReasonPeerInvalid, Message: err.Error()})
+			return
+		}
+		failed = append(failed, err)
+	})
+	return rejected, failed
+}
+
+// apply writes one Peer with server-side apply as field manager kilomesh.
+//
+// A new Peer is applied without forcing, so that a Peer someone else created
+// under the same name since the watch last looked makes the apply fail
+// instead of being taken over. An owned Peer is applied with force and with
+// its resource version as a precondition, so a Peer that changed hands in
+// the meantime is not touched either. Server-side apply leaves fields that
+// another manager added (a hand edit adding a field this set does not set);
+// when the result still differs, the Peer is replaced with an update.
+func (e *external) apply(ctx context.Context, c Change) error {
+	u, err := toUnstructured(c.Want)
+	if err != nil {
+		return err
+	}
+	opts := []client.ApplyOption{client.FieldOwner(clients.FieldOwner)}
+	if c.Have != nil {
+		u.SetResourceVersion(c.Have.ResourceVersion)
+		opts = append(opts, client.ForceOwnership)
+	}
+	if err := e.kube.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), opts...); err != nil {
+		return errors.Wrapf(err, errFmtApplyPeer, c.Want.Name)
+	}
+	got := &kilov1alpha1.Peer{}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, got); err != nil {
+		return errors.Wrap(err, errConvert)
+	}
+	if Matches(got, c.Want) {
+		return nil
+	}
+	got.Spec = *c.Want.Spec.DeepCopy()
+	for k, v := range c.Want.Labels {
+		if got.Labels == nil {
+			got.Labels = map[string]string{}
+		}
+		got.Labels[k] = v
+	}
+	if err := e.kube.Update(ctx, got, client.FieldOwner(clients.FieldOwner)); err != nil {
+		return errors.Wrapf(err, errFmtPutPeer, c.Want.Name)
+	}
+	return nil
+}
+
+// deleteAll deletes the Peers, each only if it is still the object the
+// watch saw (same UID and resource version), so a Peer that lost the set's
+// labels in the meantime is never deleted.
+func (e *external) deleteAll(ctx context.Context, peers []*kilov1alpha1.Peer) []error {
+	var (
+		mu   sync.Mutex
+		errs []error
+	)
+	forEach(len(peers), func(i int) {
+		p := peers[i]
+		rv := p.ResourceVersion
+		err := e.kube.Delete(ctx, &kilov1alpha1.Peer{ObjectMeta: metav1.ObjectMeta{Name: p.Name}},
+			client.Preconditions{UID: &p.UID, ResourceVersion: &rv})
+		if resource.IgnoreNotFound(err) != nil {
+			mu.Lock()
+			errs = append(errs, errors.Wrapf(err, errFmtDelPeer, p.Name))
+			mu.Unlock()
+		}
+	})
+	return errs
+}
+
+func forEach(n int, fn func(i int)) {
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range min(workers, n) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				fn(i)
+			}
+		}()
+	}
+	for i := range n {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+}
+
+func toUnstructured(p *kilov1alpha1.Peer) (*unstructured.Unstructured, error) {
+	spec, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&p.Spec)
+	if err != nil {
+		return nil, errors.Wrap(err, errConvert)
+	}
+	u := &unstructured.Unstructured{Object: map[string]any{"spec": spec}}
+	u.SetAPIVersion(kilov1alpha1.APIVersion)
+	u.SetKind(kilov1alpha1.Kind)
+	u.SetName(p.Name)
+	u.SetLabels(p.Labels)
+	return u, nil
+}
+
+// setStatus records the outcome and sets Ready: True when every desired
+// Peer is applied, False with the problems when some cannot be.
+func setStatus(cr *v1alpha1.PeerSet, desired, applied int, problems []v1alpha1.PeerProblem) {
+	cr.Status.AtProvider = v1alpha1.PeerSetObservation{Desired: desired, Applied: applied, Problems: problems}
+	switch {
+	case len(problems) > 0:
+		cr.SetConditions(xpv2.Condition{
+			Type:               xpv2.TypeReady,
+			Status:             corev1.ConditionFalse,
+			LastTransitionTime: metav1.Now(),
+			Reason:             ReasonPeerProblems,
+			Message:            problemMessage(desired, problems),
+		})
+	case applied < desired:
+		cr.SetConditions(xpv2.Unavailable().WithMessage(fmt.Sprintf("%d of %d Peers are applied", applied, desired)))
+	default:
+		cr.SetConditions(xpv2.Available())
+	}
+}
+
+func problemMessage(desired int, problems []v1alpha1.PeerProblem) string {
+	b := &strings.Builder{}
+	fmt.Fprintf(b, "%d of %d Peers are not applied: ", len(problems), desired)
+	for i, p := range problems {
+		if i == maxListed {
+			fmt.Fprintf(b, "; and %d more (see status.atProvider.problems)", len(problems)-maxListed)
+			break
+		}
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		fmt.Fprintf(b, "%s: %s: %s", p.Peer, p.Reason, p.Message)
+	}
+	return b.String()
+}

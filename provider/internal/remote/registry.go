@@ -1,0 +1,187 @@
+/*
+Copyright 2026 The kilomesh Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+// Package remote shares watches of member clusters. Every managed resource
+// that reaches the same cluster with the same credentials uses one watch of
+// its Nodes and one of its Peers; a change that a watch keeps wakes exactly
+// the managed resources that use that cluster, through a controller-runtime
+// source, so status follows the cluster within about a second and without
+// polling.
+package remote
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	"github.com/crossplane/crossplane-runtime/v2/pkg/resource"
+
+	"github.com/kilomesh/kilomesh/provider/internal/clients"
+)
+
+// DefaultCoalesce is how long a wake-up waits for more changes of the same
+// cluster before its managed resources are reconciled: a burst of Node
+// changes (a rollout, a Kilo restart) becomes one status write.
+const DefaultCoalesce = 200 * time.Millisecond
+
+// A User is a managed resource that uses a cluster.
+type User struct {
+	// Kind of the managed resource, e.g. NodeInventory.
+	Kind string
+	types.NamespacedName
+}
+
+// A Registry hands out shared Clusters and wakes their users.
+type Registry struct {
+	ctx      context.Context
+	coalesce time.Duration
+
+	mu       sync.Mutex
+	clusters map[string]*Cluster
+	users    map[User]string
+	queues   map[string]workqueue.TypedRateLimitingInterface[reconcile.Request]
+}
+
+// A RegistryOption configures a Registry.
+type RegistryOption func(*Registry)
+
+// WithCoalesce sets how long a wake-up waits for more changes.
+func WithCoalesce(d time.Duration) RegistryOption {
+	return func(r *Registry) { r.coalesce = d }
+}
+
+// NewRegistry returns a Registry whose watches run until ctx is done.
+func NewRegistry(ctx context.Context, o ...RegistryOption) *Registry {
+	r := &Registry{
+		ctx:      ctx,
+		coalesce: DefaultCoalesce,
+		clusters: map[string]*Cluster{},
+		users:    map[User]string{},
+		queues:   map[string]workqueue.TypedRateLimitingInterface[reconcile.Request]{},
+	}
+	for _, fn := range o {
+		fn(r)
+	}
+	return r
+}
+
+// Source returns a controller-runtime source that enqueues managed
+// resources of the supplied kind when the cluster they use changes.
+func (r *Registry) Source(kind string) source.Source {
+	return source.Func(func(_ context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		r.queues[kind] = q
+		return nil
+	})
+}
+
+// Acquire returns the cluster the credentials reach, starting it if no one
+// uses it yet, and records that u uses it. A user that moves to other
+// credentials releases the cluster it used before.
+func (r *Registry) Acquire(u User, creds *clients.Credentials) *Cluster {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if old, ok := r.users[u]; ok && old != creds.Key {
+		r.releaseLocked(u)
+	}
+	c, ok := r.clusters[creds.Key]
+	if !ok {
+		key := creds.Key
+		c = newCluster(r.ctx, creds.Config, func(kinds ...string) { r.wake(key, kinds...) })
+		r.clusters[key] = c
+	}
+	r.users[u] = creds.Key
+	return c
+}
+
+// Release records that u no longer uses a cluster. A cluster nobody uses
+// stops its watches.
+func (r *Registry) Release(u User) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.releaseLocked(u)
+}
+
+func (r *Registry) releaseLocked(u User) {
+	key, ok := r.users[u]
+	if !ok {
+		return
+	}
+	delete(r.users, u)
+	for _, k := range r.users {
+		if k == key {
+			return
+		}
+	}
+	if c, ok := r.clusters[key]; ok {
+		c.stop()
+		delete(r.clusters, key)
+	}
+}
+
+// Clusters returns how many clusters are watched.
+func (r *Registry) Clusters() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.clusters)
+}
+
+// wake enqueues every user of the cluster whose kind is among kinds, after
+// the coalescing delay. The work queue keeps one entry per user, so a burst
+// of changes within the delay costs one reconcile.
+func (r *Registry) wake(key string, kinds ...string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for u, k := range r.users {
+		if k != key {
+			continue
+		}
+		for _, kind := range kinds {
+			if q, ok := r.queues[kind]; ok && kind == u.Kind {
+				q.AddAfter(reconcile.Request{NamespacedName: u.NamespacedName}, r.coalesce)
+			}
+		}
+	}
+}
+
+// A ReleasingFinalizer removes the managed resource finalizer only after
+// the resource's record of its provider-kubernetes config use is deleted and
+// its share of a cluster watch is released.
+type ReleasingFinalizer struct {
+	resource.Finalizer
+
+	Kind     string
+	Usage    *clients.UsageTracker
+	Registry *Registry
+}
+
+// RemoveFinalizer releases what the managed resource held, then removes the
+// finalizer.
+func (f ReleasingFinalizer) RemoveFinalizer(ctx context.Context, obj resource.Object) error {
+	f.Registry.Release(User{Kind: f.Kind, NamespacedName: types.NamespacedName{Namespace: obj.GetNamespace(), Name: obj.GetName()}})
+	if mg, ok := obj.(resource.ModernManaged); ok {
+		if err := f.Usage.Untrack(ctx, mg); err != nil {
+			return err
+		}
+	}
+	return f.Finalizer.RemoveFinalizer(ctx, obj)
+}

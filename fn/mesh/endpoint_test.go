@@ -1,0 +1,265 @@
+package mesh
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	kilov1alpha1 "github.com/kilomesh/kilomesh/apis/kilo/v1alpha1"
+	kubev1alpha1 "github.com/kilomesh/kilomesh/apis/kube/v1alpha1"
+	meshv1alpha1 "github.com/kilomesh/kilomesh/apis/mesh/v1alpha1"
+)
+
+func TestEndpointChain(t *testing.T) {
+	type want struct {
+		endpoint  *kilov1alpha1.PeerEndpoint
+		keepalive int
+	}
+	cases := map[string]struct {
+		reason  string
+		cluster []clusterOpt
+		node    kubev1alpha1.ObservedNode
+		want    want
+	}{
+		"ClustermeshEndpointFirst": {
+			reason: "kilo.squat.ai/clustermesh-endpoint wins over every other source.",
+			node: nodeA1(clustermeshEndpoint("mesh.example.com:4000"), forceEndpoint("203.0.113.8:51820"),
+				kiloEndpoint("203.0.113.9:51820")),
+			want: want{endpoint: dnsEndpoint("mesh.example.com", 4000)},
+		},
+		"ForceEndpointSecond": {
+			reason: "kilo.squat.ai/force-endpoint wins over the ExternalIP and Kilo's endpoint.",
+			node:   nodeA1(forceEndpoint("203.0.113.8:5000"), kiloEndpoint("203.0.113.9:51820")),
+			want:   want{endpoint: ipEndpoint("203.0.113.8", 5000)},
+		},
+		"ForceEndpointIPv6": {
+			reason: "An IPv6 force-endpoint is written in brackets and rendered as a bare address.",
+			node:   nodeA1(forceEndpoint("[2001:db8::8]:5000")),
+			want:   want{endpoint: ipEndpoint("2001:db8::8", 5000)},
+		},
+		"ForceEndpointDNS": {
+			reason: "A DNS name goes to dnsOrIP.dns.",
+			node:   nodeA1(forceEndpoint("a1.nodes.example.com:51820")),
+			want:   want{endpoint: dnsEndpoint("a1.nodes.example.com", 51820)},
+		},
+		"ExternalIPThird": {
+			reason: "Without user endpoints the ExternalIP is used with the cluster's wireguardPort, before Kilo's endpoint.",
+			node:   nodeA1(kiloEndpoint("203.0.113.9:51820")),
+			want:   want{endpoint: ipEndpoint("203.0.113.1", 51820)},
+		},
+		"ExternalIPClusterPort": {
+			reason: "The port of an ExternalIP endpoint is the source cluster's wireguardPort.",
+			cluster: []clusterOpt{withPort(51999)},
+			node:    nodeA1(),
+			want:    want{endpoint: ipEndpoint("203.0.113.1", 51999)},
+		},
+		"ExternalIPv4First": {
+			reason: "The first IPv4 ExternalIP wins over an IPv6 one listed before it.",
+			node:   nodeA1(externalIPs("2001:db8::1", "203.0.113.11", "203.0.113.12")),
+			want:   want{endpoint: ipEndpoint("203.0.113.11", 51820)},
+		},
+		"ExternalIPv6Only": {
+			reason: "Without an IPv4 ExternalIP the first IPv6 one is used.",
+			node:   nodeA1(externalIPs("2001:db8::1", "2001:db8::2")),
+			want:   want{endpoint: ipEndpoint("2001:db8::1", 51820)},
+		},
+		"KiloEndpointFourth": {
+			reason: "Without an ExternalIP the endpoint Kilo detected is used.",
+			node:   nodeA1(externalIPs(), kiloEndpoint("[2001:db8::9]:51821")),
+			want:   want{endpoint: ipEndpoint("2001:db8::9", 51821)},
+		},
+		"KiloEndpointDNS": {
+			reason: "Kilo's endpoint may be a DNS name.",
+			node:   nodeA1(externalIPs(), kiloEndpoint("a1.example.org:51820")),
+			want:   want{endpoint: dnsEndpoint("a1.example.org", 51820)},
+		},
+		"Roaming": {
+			reason: "Without any source the Peer has no endpoint and a keepalive of 25 s.",
+			node:   nodeA1(externalIPs()),
+			want:   want{keepalive: 25},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			in := meshInput([]meshv1alpha1.Cluster{clusterA(tc.cluster...), clusterB()}, map[string]*Observation{
+				"a": observation(tc.node),
+				"b": observation(nodeB1()),
+			})
+			p, err := Do(in)
+			if err != nil {
+				t.Fatalf("\n%s\nDo(...): unexpected error: %v", tc.reason, err)
+			}
+			if len(p.Peers["b"]) != 1 {
+				t.Fatalf("\n%s\nDo(...): want 1 Peer in b, got %d; skipped %v", tc.reason, len(p.Peers["b"]), skipsOf(p, "a"))
+			}
+			got := p.Peers["b"][0].Spec
+			if diff := cmp.Diff(tc.want, want{endpoint: got.Endpoint, keepalive: got.PersistentKeepalive}, cmp.AllowUnexported(want{})); diff != "" {
+				t.Errorf("\n%s\nDo(...): -want endpoint, +got:\n%s", tc.reason, diff)
+			}
+		})
+	}
+}
+
+// discoveredJSON is kilo.squat.ai/discovered-endpoints with one entry.
+func discoveredJSON(key, ip string, port int) string {
+	return fmt.Sprintf(`{%q:{"IP":%q,"Port":%d,"Zone":""}}`, key, ip, port)
+}
+
+func TestDiscoveredEndpoints(t *testing.T) {
+	type want struct {
+		inB, inC kilov1alpha1.Peer // the Peer of a1
+		warnings []warning
+	}
+	own := ipEndpoint("203.0.113.1", 51820)
+	cases := map[string]struct {
+		reason string
+		a1     kubev1alpha1.ObservedNode
+		b1     kubev1alpha1.ObservedNode
+		want   want
+	}{
+		"UsedPerTarget": {
+			reason: "A target that discovered an endpoint of a segment's key dials it; other targets keep the segment's own.",
+			a1:     nodeA1(),
+			b1:     nodeB1(discovered(discoveredJSON(testKey(1), "192.0.2.7", 40000))),
+			want: want{
+				inB: wantPeer("a", "a1", 1, ipEndpoint("192.0.2.7", 40000), 0, "10.1.1.0/24", "10.41.0.1/32"),
+				inC: wantPeer("a", "a1", 1, own, 0, "10.1.1.0/24", "10.41.0.1/32"),
+			},
+		},
+		"IPv6": {
+			reason: "A discovered IPv6 endpoint is rendered as a bare address.",
+			a1:     nodeA1(),
+			b1:     nodeB1(discovered(discoveredJSON(testKey(1), "2001:db8::77", 40000))),
+			want: want{
+				inB: wantPeer("a", "a1", 1, ipEndpoint("2001:db8::77", 40000), 0, "10.1.1.0/24", "10.41.0.1/32"),
+				inC: wantPeer("a", "a1", 1, own, 0, "10.1.1.0/24", "10.41.0.1/32"),
+			},
+		},
+		"OtherSpellingOfKey": {
+			reason: "Discovered endpoints are matched by key bytes, not by spelling.",
+			a1:     nodeA1(),
+			b1:     nodeB1(discovered(discoveredJSON(otherSpelling(testKey(1)), "192.0.2.7", 40000))),
+			want: want{
+				inB: wantPeer("a", "a1", 1, ipEndpoint("192.0.2.7", 40000), 0, "10.1.1.0/24", "10.41.0.1/32"),
+				inC: wantPeer("a", "a1", 1, own, 0, "10.1.1.0/24", "10.41.0.1/32"),
+			},
+		},
+		"Loopback": {
+			reason: "A loopback discovered address is ignored.",
+			a1:     nodeA1(),
+			b1:     nodeB1(discovered(discoveredJSON(testKey(1), "127.0.0.1", 40000))),
+			want: want{
+				inB: wantPeer("a", "a1", 1, own, 0, "10.1.1.0/24", "10.41.0.1/32"),
+				inC: wantPeer("a", "a1", 1, own, 0, "10.1.1.0/24", "10.41.0.1/32"),
+			},
+		},
+		"LinkLocalIPv4": {
+			reason: "A link-local IPv4 discovered address is ignored.",
+			a1:     nodeA1(),
+			b1:     nodeB1(discovered(discoveredJSON(testKey(1), "169.254.10.1", 40000))),
+			want: want{
+				inB: wantPeer("a", "a1", 1, own, 0, "10.1.1.0/24", "10.41.0.1/32"),
+				inC: wantPeer("a", "a1", 1, own, 0, "10.1.1.0/24", "10.41.0.1/32"),
+			},
+		},
+		"LinkLocalIPv6": {
+			reason: "A link-local IPv6 discovered address is ignored.",
+			a1:     nodeA1(),
+			b1:     nodeB1(discovered(discoveredJSON(testKey(1), "fe80::1", 40000))),
+			want: want{
+				inB: wantPeer("a", "a1", 1, own, 0, "10.1.1.0/24", "10.41.0.1/32"),
+				inC: wantPeer("a", "a1", 1, own, 0, "10.1.1.0/24", "10.41.0.1/32"),
+			},
+		},
+		"PortZero": {
+			reason: "A discovered endpoint with port 0 is ignored.",
+			a1:     nodeA1(),
+			b1:     nodeB1(discovered(discoveredJSON(testKey(1), "192.0.2.7", 0))),
+			want: want{
+				inB: wantPeer("a", "a1", 1, own, 0, "10.1.1.0/24", "10.41.0.1/32"),
+				inC: wantPeer("a", "a1", 1, own, 0, "10.1.1.0/24", "10.41.0.1/32"),
+			},
+		},
+		"OtherKey": {
+			reason: "An endpoint discovered for another key does not change the Peer.",
+			a1:     nodeA1(),
+			b1:     nodeB1(discovered(discoveredJSON(testKey(9), "192.0.2.7", 40000))),
+			want: want{
+				inB: wantPeer("a", "a1", 1, own, 0, "10.1.1.0/24", "10.41.0.1/32"),
+				inC: wantPeer("a", "a1", 1, own, 0, "10.1.1.0/24", "10.41.0.1/32"),
+			},
+		},
+		"DiscoveredBySourceItself": {
+			reason: "Only the target's nodes count: what the source's own nodes discovered is not used.",
+			a1:     nodeA1(discovered(discoveredJSON(testKey(1), "192.0.2.7", 40000))),
+			b1:     nodeB1(),
+			want: want{
+				inB: wantPeer("a", "a1", 1, own, 0, "10.1.1.0/24", "10.41.0.1/32"),
+				inC: wantPeer("a", "a1", 1, own, 0, "10.1.1.0/24", "10.41.0.1/32"),
+			},
+		},
+		"RoamingKeepsKeepalive": {
+			reason: "A segment without an endpoint of its own keeps keepalive 25 where a target discovered its endpoint.",
+			a1:     nodeA1(externalIPs()),
+			b1:     nodeB1(discovered(discoveredJSON(testKey(1), "192.0.2.7", 40000))),
+			want: want{
+				inB: wantPeer("a", "a1", 1, ipEndpoint("192.0.2.7", 40000), 25, "10.1.1.0/24", "10.41.0.1/32"),
+				inC: wantPeer("a", "a1", 1, nil, 25, "10.1.1.0/24", "10.41.0.1/32"),
+			},
+		},
+		"DiscoveredAddressNotRouted": {
+			reason: "An internal address equal to the discovered endpoint a target dials is dropped from that target's Peer, silently.",
+			a1:     nodeA1(internalIPs("192.0.2.7")),
+			b1:     nodeB1(discovered(discoveredJSON(testKey(1), "192.0.2.7", 40000))),
+			want: want{
+				inB: wantPeer("a", "a1", 1, ipEndpoint("192.0.2.7", 40000), 0, "10.1.1.0/24", "10.41.0.1/32"),
+				inC: wantPeer("a", "a1", 1, own, 0, "10.1.1.0/24", "192.0.2.7/32", "10.41.0.1/32"),
+			},
+		},
+		"MalformedJSON": {
+			reason: "Malformed discovered-endpoints are not used and are reported on the cluster whose node carries them.",
+			a1:     nodeA1(),
+			b1:     nodeB1(discovered(`{"broken"`)),
+			want: want{
+				inB:      wantPeer("a", "a1", 1, own, 0, "10.1.1.0/24", "10.41.0.1/32"),
+				inC:      wantPeer("a", "a1", 1, own, 0, "10.1.1.0/24", "10.41.0.1/32"),
+				warnings: []warning{{"b", ReasonAnnotationInvalid}},
+			},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			in := meshInput([]meshv1alpha1.Cluster{clusterA(), clusterB(), clusterC()}, map[string]*Observation{
+				"a": observation(tc.a1),
+				"b": observation(tc.b1),
+				"c": observation(leaderNode("c1", "10.3.1.0/24", "10.43.0.1/16", 201, "198.51.100.201")),
+			})
+			p, err := Do(in)
+			if err != nil {
+				t.Fatalf("\n%s\nDo(...): unexpected error: %v", tc.reason, err)
+			}
+			if diff := cmp.Diff(tc.want.inB, peerOf(p, "b", "a", "a1")); diff != "" {
+				t.Errorf("\n%s\nDo(...): -want Peer of a1 in b, +got:\n%s", tc.reason, diff)
+			}
+			if diff := cmp.Diff(tc.want.inC, peerOf(p, "c", "a", "a1")); diff != "" {
+				t.Errorf("\n%s\nDo(...): -want Peer of a1 in c, +got:\n%s", tc.reason, diff)
+			}
+			if diff := cmp.Diff(tc.want.warnings, warningsOf(p)); diff != "" {
+				t.Errorf("\n%s\nDo(...): -want warnings, +got:\n%s", tc.reason, diff)
+			}
+		})
+	}
+}
+
+// peerOf is the Peer of the segment of source led by leader in target, or
+// a zero Peer.
+func peerOf(p *Plan, target, source, leader string) kilov1alpha1.Peer {
+	name := PeerName(testNamespace, testMesh, source, leader)
+	for _, peer := range p.Peers[target] {
+		if peer.Name == name {
+			return peer
+		}
+	}
+	return kilov1alpha1.Peer{}
+}

@@ -1,0 +1,379 @@
+package mesh
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+
+	kubev1alpha1 "github.com/kilomesh/kilomesh/apis/kube/v1alpha1"
+	meshv1alpha1 "github.com/kilomesh/kilomesh/apis/mesh/v1alpha1"
+)
+
+var ignoreMessages = cmp.Options{
+	cmpopts.IgnoreFields(meshv1alpha1.SkippedNode{}, "Message"),
+	cmpopts.IgnoreFields(meshv1alpha1.PeerConflict{}, "Message"),
+}
+
+func TestForeignPeers(t *testing.T) {
+	nameA1 := PeerName(testNamespace, testMesh, "a", "a1")
+	nameB1 := PeerName(testNamespace, testMesh, "b", "b1")
+	type want struct {
+		inA, inB, inC []string
+		status        []meshv1alpha1.ClusterStatus // Name, Peers and Conflicts only
+		warnings      []warning
+	}
+	cases := map[string]struct {
+		reason  string
+		foreign map[string][]kubev1alpha1.ForeignPeer
+		want    want
+	}{
+		"None": {
+			reason: "Without foreign Peers every Peer is written.",
+			want: want{
+				inA: with(peerNames("b", "b1"), peerNames("c", "c1")...), inB: with(peerNames("a", "a1"), peerNames("c", "c1")...),
+				inC:    with(peerNames("a", "a1"), peerNames("b", "b1")...),
+				status: []meshv1alpha1.ClusterStatus{{Name: "a", Peers: 2}, {Name: "b", Peers: 2}, {Name: "c", Peers: 2}},
+			},
+		},
+		"Unrelated": {
+			reason:  "A foreign Peer with another name and key is no conflict.",
+			foreign: map[string][]kubev1alpha1.ForeignPeer{"b": {{Name: "laptop", PublicKey: testKey(99)}}},
+			want: want{
+				inA: with(peerNames("b", "b1"), peerNames("c", "c1")...), inB: with(peerNames("a", "a1"), peerNames("c", "c1")...),
+				inC:    with(peerNames("a", "a1"), peerNames("b", "b1")...),
+				status: []meshv1alpha1.ClusterStatus{{Name: "a", Peers: 2}, {Name: "b", Peers: 2}, {Name: "c", Peers: 2}},
+			},
+		},
+		"SameName": {
+			reason:  "A foreign Peer of the same name in a target keeps the mesh's Peer out of that target only: PeerNameConflict on the target.",
+			foreign: map[string][]kubev1alpha1.ForeignPeer{"b": {{Name: nameA1, PublicKey: testKey(99)}}},
+			want: want{
+				inA: with(peerNames("b", "b1"), peerNames("c", "c1")...), inB: peerNames("c", "c1"),
+				inC: with(peerNames("a", "a1"), peerNames("b", "b1")...),
+				status: []meshv1alpha1.ClusterStatus{
+					{Name: "a", Peers: 1},
+					{Name: "b", Peers: 2, Conflicts: []meshv1alpha1.PeerConflict{{Peer: nameA1, Reason: ReasonPeerNameConflict}}},
+					{Name: "c", Peers: 2},
+				},
+				warnings: []warning{{"b", ReasonPeerNameConflict}},
+			},
+		},
+		"SameKey": {
+			reason:  "A foreign Peer with a segment's key, even spelled otherwise, keeps the mesh's Peer out of that target: PeerKeyConflict.",
+			foreign: map[string][]kubev1alpha1.ForeignPeer{"b": {{Name: "laptop", PublicKey: otherSpelling(testKey(1))}}},
+			want: want{
+				inA: with(peerNames("b", "b1"), peerNames("c", "c1")...), inB: peerNames("c", "c1"),
+				inC: with(peerNames("a", "a1"), peerNames("b", "b1")...),
+				status: []meshv1alpha1.ClusterStatus{
+					{Name: "a", Peers: 1},
+					{Name: "b", Peers: 2, Conflicts: []meshv1alpha1.PeerConflict{{Peer: nameA1, Reason: ReasonPeerKeyConflict}}},
+					{Name: "c", Peers: 2},
+				},
+				warnings: []warning{{"b", ReasonPeerKeyConflict}},
+			},
+		},
+		"OwnKeyInSource": {
+			reason:  "A foreign Peer in a cluster only blocks what is written into that cluster: one with a1's key in a blocks nothing.",
+			foreign: map[string][]kubev1alpha1.ForeignPeer{"a": {{Name: "laptop", PublicKey: testKey(1)}}},
+			want: want{
+				inA: with(peerNames("b", "b1"), peerNames("c", "c1")...), inB: with(peerNames("a", "a1"), peerNames("c", "c1")...),
+				inC:    with(peerNames("a", "a1"), peerNames("b", "b1")...),
+				status: []meshv1alpha1.ClusterStatus{{Name: "a", Peers: 2}, {Name: "b", Peers: 2}, {Name: "c", Peers: 2}},
+			},
+		},
+		"SeveralTargets": {
+			reason: "Conflicts are listed on each target where they occur.",
+			foreign: map[string][]kubev1alpha1.ForeignPeer{
+				"a": {{Name: nameB1}},
+				"c": {{Name: "laptop", PublicKey: testKey(1)}, {Name: "phone", PublicKey: testKey(101)}},
+			},
+			want: want{
+				inA: peerNames("c", "c1"), inB: with(peerNames("a", "a1"), peerNames("c", "c1")...),
+				inC: nil,
+				status: []meshv1alpha1.ClusterStatus{
+					{Name: "a", Peers: 1, Conflicts: []meshv1alpha1.PeerConflict{{Peer: nameB1, Reason: ReasonPeerNameConflict}}},
+					{Name: "b", Peers: 0},
+					{Name: "c", Peers: 2, Conflicts: []meshv1alpha1.PeerConflict{
+						{Peer: nameA1, Reason: ReasonPeerKeyConflict},
+						{Peer: nameB1, Reason: ReasonPeerKeyConflict},
+					}},
+				},
+				warnings: []warning{{"a", ReasonPeerNameConflict}, {"c", ReasonPeerKeyConflict}},
+			},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			obs := map[string]*Observation{
+				"a": observation(nodeA1()),
+				"b": observation(nodeB1()),
+				"c": observation(leaderNode("c1", "10.3.1.0/24", "10.43.0.1/16", 201, "198.51.100.201")),
+			}
+			for c, f := range tc.foreign {
+				obs[c].ForeignPeers = f
+			}
+			p, err := Do(meshInput([]meshv1alpha1.Cluster{clusterA(), clusterB(), clusterC()}, obs))
+			if err != nil {
+				t.Fatalf("\n%s\nDo(...): unexpected error: %v", tc.reason, err)
+			}
+			var status []meshv1alpha1.ClusterStatus
+			for _, cs := range p.Status.Clusters {
+				status = append(status, meshv1alpha1.ClusterStatus{Name: cs.Name, Peers: cs.Peers, Conflicts: cs.Conflicts})
+			}
+			got := want{inA: namesIn(p, "a"), inB: namesIn(p, "b"), inC: namesIn(p, "c"), status: status, warnings: sortedWarnings(p)}
+			if diff := cmp.Diff(tc.want, got, cmp.AllowUnexported(want{}), ignoreMessages); diff != "" {
+				t.Errorf("\n%s\nDo(...): -want, +got:\n%s", tc.reason, diff)
+			}
+		})
+	}
+}
+
+func TestObservations(t *testing.T) {
+	c1 := leaderNode("c1", "10.3.1.0/24", "10.43.0.1/16", 201, "198.51.100.201")
+	type want struct {
+		inA, inB, inC []string
+		status        []meshv1alpha1.ClusterStatus
+		pending       bool
+	}
+	cases := map[string]struct {
+		reason string
+		obs    map[string]*Observation
+		want   want
+	}{
+		"AllCurrent": {
+			reason: "Clusters observed right now are reachable and report when they were observed.",
+			obs:    map[string]*Observation{"a": observation(nodeA1()), "b": observation(nodeB1()), "c": observation(c1)},
+			want: want{
+				inA: with(peerNames("b", "b1"), peerNames("c", "c1")...), inB: with(peerNames("a", "a1"), peerNames("c", "c1")...),
+				inC: with(peerNames("a", "a1"), peerNames("b", "b1")...),
+				status: []meshv1alpha1.ClusterStatus{
+					{Name: "a", Reachable: true, LastObserved: &observedAt, Nodes: 1, Segments: 1, Peers: 2},
+					{Name: "b", Reachable: true, LastObserved: &observedAt, Nodes: 1, Segments: 1, Peers: 2},
+					{Name: "c", Reachable: true, LastObserved: &observedAt, Nodes: 1, Segments: 1, Peers: 2},
+				},
+			},
+		},
+		"Unreachable": {
+			reason: "An unreachable cluster's last known nodes still make its Peers everywhere; it is reported unreachable since when.",
+			obs: map[string]*Observation{
+				"a": {
+					NodeInventoryObservation: kubev1alpha1.NodeInventoryObservation{ObservedAt: &observedAt, Nodes: []kubev1alpha1.ObservedNode{nodeA1()}},
+					UnreachableSince:         &unreachableSince,
+					Problem:                  "connection refused",
+				},
+				"b": observation(nodeB1()),
+				"c": observation(c1),
+			},
+			want: want{
+				inA: with(peerNames("b", "b1"), peerNames("c", "c1")...), inB: with(peerNames("a", "a1"), peerNames("c", "c1")...),
+				inC: with(peerNames("a", "a1"), peerNames("b", "b1")...),
+				status: []meshv1alpha1.ClusterStatus{
+					{Name: "a", LastObserved: &observedAt, UnreachableSince: &unreachableSince, Nodes: 1, Segments: 1, Peers: 2},
+					{Name: "b", Reachable: true, LastObserved: &observedAt, Nodes: 1, Segments: 1, Peers: 2},
+					{Name: "c", Reachable: true, LastObserved: &observedAt, Nodes: 1, Segments: 1, Peers: 2},
+				},
+			},
+		},
+		"NeverObserved": {
+			reason: "A cluster never observed contributes no Peers, receives the others' and keeps the mesh converging.",
+			obs:    map[string]*Observation{"a": observation(nodeA1()), "b": observation(nodeB1())},
+			want: want{
+				inA: peerNames("b", "b1"), inB: peerNames("a", "a1"),
+				inC: with(peerNames("a", "a1"), peerNames("b", "b1")...),
+				status: []meshv1alpha1.ClusterStatus{
+					{Name: "a", Reachable: true, LastObserved: &observedAt, Nodes: 1, Segments: 1, Peers: 2},
+					{Name: "b", Reachable: true, LastObserved: &observedAt, Nodes: 1, Segments: 1, Peers: 2},
+					{Name: "c"},
+				},
+				pending: true,
+			},
+		},
+		"NeverObservedUnreachable": {
+			reason: "A cluster that has never answered is like one never observed.",
+			obs: map[string]*Observation{
+				"a": observation(nodeA1()), "b": observation(nodeB1()),
+				"c": {UnreachableSince: &unreachableSince, Problem: "no route to host"},
+			},
+			want: want{
+				inA: peerNames("b", "b1"), inB: peerNames("a", "a1"),
+				inC: with(peerNames("a", "a1"), peerNames("b", "b1")...),
+				status: []meshv1alpha1.ClusterStatus{
+					{Name: "a", Reachable: true, LastObserved: &observedAt, Nodes: 1, Segments: 1, Peers: 2},
+					{Name: "b", Reachable: true, LastObserved: &observedAt, Nodes: 1, Segments: 1, Peers: 2},
+					{Name: "c"},
+				},
+				pending: true,
+			},
+		},
+		"NoNodes": {
+			reason: "A cluster observed with no nodes is reachable, has no Peers and receives the others'.",
+			obs:    map[string]*Observation{"a": observation(nodeA1()), "b": observation(nodeB1()), "c": observation()},
+			want: want{
+				inA: peerNames("b", "b1"), inB: peerNames("a", "a1"),
+				inC: with(peerNames("a", "a1"), peerNames("b", "b1")...),
+				status: []meshv1alpha1.ClusterStatus{
+					{Name: "a", Reachable: true, LastObserved: &observedAt, Nodes: 1, Segments: 1, Peers: 2},
+					{Name: "b", Reachable: true, LastObserved: &observedAt, Nodes: 1, Segments: 1, Peers: 2},
+					{Name: "c", Reachable: true, LastObserved: &observedAt},
+				},
+			},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			p, err := Do(meshInput([]meshv1alpha1.Cluster{clusterA(), clusterB(), clusterC()}, tc.obs))
+			if err != nil {
+				t.Fatalf("\n%s\nDo(...): unexpected error: %v", tc.reason, err)
+			}
+			got := want{inA: namesIn(p, "a"), inB: namesIn(p, "b"), inC: namesIn(p, "c"), status: p.Status.Clusters, pending: len(p.Pending) > 0}
+			if diff := cmp.Diff(tc.want, got, cmp.AllowUnexported(want{})); diff != "" {
+				t.Errorf("\n%s\nDo(...): -want, +got:\n%s", tc.reason, diff)
+			}
+		})
+	}
+}
+
+func TestStatus(t *testing.T) {
+	// 25 nodes of a without a WireGuard IP, named a00..a24, listed backwards.
+	var many []kubev1alpha1.ObservedNode
+	var listed []meshv1alpha1.SkippedNode
+	for i := 24; i >= 0; i-- {
+		many = append(many, observedNode(fmt.Sprintf("a%02d", i), podCIDRs(fmt.Sprintf("10.1.%d.0/24", 100+i))))
+	}
+	for i := range 20 {
+		listed = append(listed, meshv1alpha1.SkippedNode{Node: fmt.Sprintf("a%02d", i), Reason: ReasonNodeNoWireguardIP})
+	}
+
+	cases := map[string]struct {
+		reason string
+		in     *Input
+		want   meshv1alpha1.ClusterMeshStatus
+	}{
+		"Counts": {
+			reason: "Per cluster: observed nodes, segments, Peers written into each other cluster, skipped nodes with reasons; totals for the mesh.",
+			in: meshInput([]meshv1alpha1.Cluster{clusterA(), clusterB(), clusterC()}, map[string]*Observation{
+				"a": observation(nodeA2(wgIP("")), nodeA1(), leaderNode("a3", "10.1.3.0/24", "10.41.0.3/16", 3, "", pubKey("x"))),
+				"b": observation(nodeB1(), leaderNode("b2", "10.2.2.0/24", "10.42.0.2/16", 102, "")),
+			}),
+			want: meshv1alpha1.ClusterMeshStatus{
+				ClusterCount:     3,
+				PeerCount:        6, // a holds 2 of b, b holds 1 of a, c holds 3
+				SkippedNodeCount: 2,
+				Clusters: []meshv1alpha1.ClusterStatus{
+					{Name: "a", Reachable: true, LastObserved: &observedAt, Nodes: 3, Segments: 1, Peers: 2, SkippedNodes: 2, Skipped: []meshv1alpha1.SkippedNode{
+						{Node: "a2", Reason: ReasonNodeNoWireguardIP},
+						{Node: "a3", Reason: ReasonNodeKeyInvalid},
+					}},
+					{Name: "b", Reachable: true, LastObserved: &observedAt, Nodes: 2, Segments: 2, Peers: 4},
+					{Name: "c"},
+				},
+			},
+		},
+		"SkippedListCapped": {
+			reason: "At most 20 skipped nodes are listed, the first by name; moreSkipped counts the rest.",
+			in: meshInput([]meshv1alpha1.Cluster{clusterA(), clusterB()}, map[string]*Observation{
+				"a": observation(many...),
+				"b": observation(nodeB1()),
+			}),
+			want: meshv1alpha1.ClusterMeshStatus{
+				ClusterCount:     2,
+				PeerCount:        1,
+				SkippedNodeCount: 25,
+				Clusters: []meshv1alpha1.ClusterStatus{
+					{Name: "a", Reachable: true, LastObserved: &observedAt, Nodes: 25, SkippedNodes: 25, Skipped: listed, MoreSkipped: 5},
+					{Name: "b", Reachable: true, LastObserved: &observedAt, Nodes: 1, Segments: 1, Peers: 1},
+				},
+			},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			p, err := Do(tc.in)
+			if err != nil {
+				t.Fatalf("\n%s\nDo(...): unexpected error: %v", tc.reason, err)
+			}
+			if diff := cmp.Diff(tc.want, p.Status, ignoreMessages); diff != "" {
+				t.Errorf("\n%s\nDo(...): -want status, +got:\n%s", tc.reason, diff)
+			}
+		})
+	}
+}
+
+func TestSkippedMessages(t *testing.T) {
+	p, err := Do(twoClusters(meshv1alpha1.GranularityNode, nodeA1(), nodeA2(wgIP("10.99.0.2/16"))))
+	if err != nil {
+		t.Fatalf("Do(...): unexpected error: %v", err)
+	}
+	s := statusOf(p, "a").Skipped
+	if len(s) != 1 || !strings.Contains(s[0].Message, "10.99.0.2") {
+		t.Errorf("A skipped node's message says what is wrong with it (the address out of range): got %+v", s)
+	}
+}
+
+func TestWarnings(t *testing.T) {
+	type want struct {
+		warnings []warning
+		mentions map[warning][]string // words each warning's message contains
+		pending  int
+	}
+	cases := map[string]struct {
+		reason string
+		nodes  []kubev1alpha1.ObservedNode
+		want   want
+	}{
+		"OnePerReason": {
+			reason: "Skips are summarised in one warning per cluster and reason, naming the nodes; transient ones keep the mesh pending.",
+			nodes: []kubev1alpha1.ObservedNode{
+				nodeA1(),
+				nodeA2(wgIP("")),
+				leaderNode("a3", "10.1.3.0/24", "", 3, ""),
+				leaderNode("a4", "10.1.4.0/24", "", 4, ""),
+				leaderNode("a5", "10.1.5.0/24", "10.41.0.5/16", 5, "", pubKey("k")),
+			},
+			want: want{
+				warnings: []warning{{"a", ReasonNodeKeyInvalid}, {"a", ReasonNodeNoWireguardIP}},
+				mentions: map[warning][]string{
+					{"a", ReasonNodeNoWireguardIP}: {"a2", "a3", "a4"},
+					{"a", ReasonNodeKeyInvalid}:    {"a5"},
+				},
+				pending: 1,
+			},
+		},
+		"ProblemsAggregated": {
+			reason: "Address conflicts of several nodes are one NodeIPConflict warning naming them.",
+			nodes: []kubev1alpha1.ObservedNode{
+				nodeA1(internalIPs("198.51.100.1")),
+				nodeA2(internalIPs("198.51.100.1")),
+				leaderNode("a3", "10.1.3.0/24", "10.41.0.3/16", 3, "", internalIPs("203.0.113.1")),
+			},
+			want: want{
+				warnings: []warning{{"a", ReasonNodeIPConflict}},
+				mentions: map[warning][]string{{"a", ReasonNodeIPConflict}: {"a1", "a2", "a3"}},
+			},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			p, err := Do(twoClusters(meshv1alpha1.GranularityNode, tc.nodes...))
+			if err != nil {
+				t.Fatalf("\n%s\nDo(...): unexpected error: %v", tc.reason, err)
+			}
+			if diff := cmp.Diff(tc.want.warnings, sortedWarnings(p)); diff != "" {
+				t.Errorf("\n%s\nDo(...): -want warnings, +got:\n%s", tc.reason, diff)
+			}
+			for _, w := range p.Warnings {
+				for _, word := range tc.want.mentions[warning{w.Cluster, w.Reason}] {
+					if !strings.Contains(w.Message, word) {
+						t.Errorf("\n%s\nDo(...): warning %s/%s %q does not mention %q", tc.reason, w.Cluster, w.Reason, w.Message, word)
+					}
+				}
+			}
+			if len(p.Pending) != tc.want.pending {
+				t.Errorf("\n%s\nDo(...): want %d pending, got %q", tc.reason, tc.want.pending, p.Pending)
+			}
+		})
+	}
+}

@@ -151,7 +151,7 @@ func TestAllowedIPs(t *testing.T) {
 			},
 		},
 		"SharedWithinOneLocation": {
-			reason: "Two members of one location with the same address are one segment: the address is routed once.",
+			reason:  "Two members of one location with the same address are one segment: the address is routed once.",
 			cluster: []clusterOpt{},
 			nodes: []kubev1alpha1.ObservedNode{
 				nodeA1(location("eu"), internalIPs("192.168.1.50"), granularity("location")),

@@ -49,7 +49,7 @@ func TestEndpointChain(t *testing.T) {
 			want:   want{endpoint: ipEndpoint("203.0.113.1", 51820)},
 		},
 		"ExternalIPClusterPort": {
-			reason: "The port of an ExternalIP endpoint is the source cluster's wireguardPort.",
+			reason:  "The port of an ExternalIP endpoint is the source cluster's wireguardPort.",
 			cluster: []clusterOpt{withPort(51999)},
 			node:    nodeA1(),
 			want:    want{endpoint: ipEndpoint("203.0.113.1", 51999)},

@@ -263,5 +263,9 @@ func showStatus(w io.Writer, d doc) {
 		for _, s := range skipped {
 			fmt.Fprintf(w, "  skipped %s/%s: %s (%s)\n", str(c, "name"), str(s, "node"), str(s, "reason"), str(s, "message"))
 		}
+		conflicts, _ := get(c, "conflicts").([]any)
+		for _, x := range conflicts {
+			fmt.Fprintf(w, "  not written into %s: %s: %s (%s)\n", str(c, "name"), str(x, "peer"), str(x, "reason"), str(x, "message"))
+		}
 	}
 }

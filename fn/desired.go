@@ -34,7 +34,7 @@ func object(f map[string]*structpb.Value) *structpb.Value {
 	return structpb.NewStructValue(&structpb.Struct{Fields: f})
 }
 
-func strings(ss []string) *structpb.Value {
+func stringList(ss []string) *structpb.Value {
 	vs := make([]*structpb.Value, len(ss))
 	for i, s := range ss {
 		vs[i] = str(s)
@@ -68,11 +68,12 @@ func toValue(v any) (*structpb.Value, error) {
 // targets.
 type converter struct {
 	labels  map[string]*structpb.Value  // by source cluster
+	sources map[string]*structpb.Value  // by source cluster
 	allowed map[*string]*structpb.Value // by the address of a slice's first element
 }
 
 func newConverter() *converter {
-	return &converter{labels: map[string]*structpb.Value{}, allowed: map[*string]*structpb.Value{}}
+	return &converter{labels: map[string]*structpb.Value{}, sources: map[string]*structpb.Value{}, allowed: map[*string]*structpb.Value{}}
 }
 
 // labelsOf converts the labels of a Peer; every Peer of a source cluster
@@ -87,15 +88,26 @@ func (c *converter) labelsOf(p *kilov1alpha1.Peer) *structpb.Value {
 	return v
 }
 
+// sourceLabel is the one label of a Peer that is not its PeerSet's selector.
+func (c *converter) sourceLabel(p *kilov1alpha1.Peer) *structpb.Value {
+	src := p.Labels[meshv1alpha1.LabelSourceCluster]
+	if v, ok := c.sources[src]; ok {
+		return v
+	}
+	v := stringMap(map[string]string{meshv1alpha1.LabelSourceCluster: src})
+	c.sources[src] = v
+	return v
+}
+
 func (c *converter) allowedOf(ips []string) *structpb.Value {
 	if len(ips) == 0 {
-		return strings(ips)
+		return stringList(ips)
 	}
 	key := &ips[0]
 	if v, ok := c.allowed[key]; ok && len(v.GetListValue().GetValues()) == len(ips) {
 		return v
 	}
-	v := strings(ips)
+	v := stringList(ips)
 	c.allowed[key] = v
 	return v
 }
@@ -170,11 +182,13 @@ func compose(rsp *fnv1.RunFunctionResponse, x *xrMesh, o *observed, plan *mesh.P
 		ref := providerConfigRef(c.ProviderConfigRef)
 		switch x.delivery() {
 		case deliveryPeerSet:
+			// The PeerSet adds its selector labels to every Peer; each Peer
+			// carries only the label that is its own.
 			items := make([]*structpb.Value, len(peers))
 			for i := range peers {
 				items[i] = object(map[string]*structpb.Value{
 					"name":   str(peers[i].Name),
-					"labels": conv.labelsOf(&peers[i]),
+					"labels": conv.sourceLabel(&peers[i]),
 					"spec":   conv.peerSpec(&peers[i].Spec),
 				})
 			}

@@ -2,7 +2,7 @@ package main
 
 import (
 	"fmt"
-	gostrings "strings"
+	"strings"
 
 	"google.golang.org/protobuf/types/known/structpb"
 
@@ -82,16 +82,16 @@ func writeStatus(rsp *fnv1.RunFunctionResponse, req *fnv1.RunFunctionRequest, pl
 	switch {
 	case len(unreachable) > 0:
 		response.ConditionFalse(rsp, typeClustersReachable, reasonUnreachable).
-			WithMessage(limit("cannot observe " + gostrings.Join(unreachable, ", ") + "; their last known nodes are kept")).TargetComposite()
+			WithMessage(limit("cannot observe " + strings.Join(unreachable, ", ") + "; their last known nodes are kept")).TargetComposite()
 	case len(unobserved) > 0:
 		response.ConditionUnknown(rsp, typeClustersReachable, reasonObserving).
-			WithMessage(limit("waiting for the first observation of " + gostrings.Join(unobserved, ", "))).TargetComposite()
+			WithMessage(limit("waiting for the first observation of " + strings.Join(unobserved, ", "))).TargetComposite()
 	default:
 		response.ConditionTrue(rsp, typeClustersReachable, reasonAllReachable).TargetComposite()
 	}
 
 	if len(plan.Pending) > 0 {
-		response.ConditionFalse(rsp, typeConverged, reasonNodesPending).WithMessage(limit(gostrings.Join(plan.Pending, "; "))).TargetComposite()
+		response.ConditionFalse(rsp, typeConverged, reasonNodesPending).WithMessage(limit(strings.Join(plan.Pending, "; "))).TargetComposite()
 	} else {
 		response.ConditionTrue(rsp, typeConverged, reasonConverged).TargetComposite()
 	}
@@ -114,7 +114,7 @@ func writeFrozenStatus(rsp *fnv1.RunFunctionResponse, req *fnv1.RunFunctionReque
 		}
 		setStatus(rsp, structpb.NewStructValue(kept))
 	}
-	msg := limit(gostrings.Join(overlap.Overlaps, "; "))
+	msg := limit(strings.Join(overlap.Overlaps, "; "))
 	response.ConditionTrue(rsp, typeNetworksOverlap, reasonCIDROverlap).WithMessage(msg).TargetComposite()
 	response.Warning(rsp, fmt.Errorf("the mesh is frozen, no Peer is changed until this is fixed: %s", msg)).WithReason(reasonFrozen).TargetComposite()
 	return nil

@@ -1,0 +1,59 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/crossplane/function-sdk-go/logging"
+)
+
+// meshSizes are the benchmarked meshes: clusters x nodes per cluster, every
+// node its own Peer (Node granularity).
+var meshSizes = []struct{ clusters, nodes int }{{3, 20}, {5, 200}, {10, 500}}
+
+// BenchmarkRunFunction measures RunFunction, and reports the size of its
+// response and its time relative to proto.Marshal of that response (the
+// least any function must spend to answer). Meshes past the response limit
+// are measured with the limit lifted.
+//
+//	go test ./fn/ -run='^$' -bench=RunFunction -benchmem
+func BenchmarkRunFunction(b *testing.B) {
+	for _, size := range meshSizes {
+		for _, delivery := range []string{"Objects", "PeerSet"} {
+			b.Run(fmt.Sprintf("%s/%dx%d", delivery, size.clusters, size.nodes), func(b *testing.B) {
+				req := largeMesh(b, delivery, size.clusters, size.nodes)
+				f := &Function{log: logging.NewNopLogger(), ttl: time.Minute, maxResponse: 1 << 30}
+				rsp, err := f.RunFunction(context.Background(), req)
+				if err != nil || len(rsp.GetResults()) > 0 && rsp.GetResults()[0].GetSeverity() == 1 {
+					b.Fatalf("RunFunction: %v %v", err, rsp.GetResults())
+				}
+				marshal := timeMarshal(b, rsp)
+				b.ResetTimer()
+				for b.Loop() {
+					if _, err := f.RunFunction(context.Background(), req); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.ReportMetric(float64(proto.Size(rsp)), "rsp-bytes")
+				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(marshal.Nanoseconds()), "x-marshal")
+			})
+		}
+	}
+}
+
+// timeMarshal is the mean time of proto.Marshal of a message.
+func timeMarshal(b *testing.B, m proto.Message) time.Duration {
+	b.Helper()
+	const rounds = 5
+	start := time.Now()
+	for range rounds {
+		if _, err := proto.Marshal(m); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return time.Since(start) / rounds
+}

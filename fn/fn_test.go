@@ -1,0 +1,490 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"google.golang.org/protobuf/testing/protocmp"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/structpb"
+	"sigs.k8s.io/yaml"
+
+	"github.com/crossplane/function-sdk-go/logging"
+	fnv1 "github.com/crossplane/function-sdk-go/proto/v1"
+	"github.com/crossplane/function-sdk-go/resource"
+
+	kilov1alpha1 "github.com/kilomesh/kilomesh/apis/kilo/v1alpha1"
+)
+
+const (
+	keyA1 = "9V/xb2b0M2Ama5Xbb4/sAddgMQVDBq5KSzgFmPbP0RQ="
+	keyB1 = "fclvd2yEI+V6J4VImj+cQ/tudWh21q2anKxKpOcuwZM="
+)
+
+// fromYAML converts a YAML object into its protobuf form.
+func fromYAML(t *testing.T, y string) *structpb.Struct {
+	t.Helper()
+	j, err := yaml.YAMLToJSON([]byte(y))
+	if err != nil {
+		t.Fatalf("bad YAML in test: %v", err)
+	}
+	return resource.MustStructJSON(string(j))
+}
+
+const xrTwoClusters = `
+apiVersion: kilomesh.io/v1alpha1
+kind: ClusterMesh
+metadata: {name: mesh, namespace: network}
+spec:
+  delivery: %s
+  clusters:
+  - name: cluster-a
+    providerConfigRef: {kind: ProviderConfig, name: cluster-a}
+    podCIDRs: [10.1.0.0/16]
+    wireguardCIDR: 10.201.0.0/16
+    wireguardPort: 51820
+  - name: cluster-b
+    providerConfigRef: {kind: ClusterProviderConfig, name: cluster-b}
+    podCIDRs: [%s]
+    wireguardCIDR: 10.202.0.0/16
+    nodeSelector: {matchLabels: {mesh: "yes"}}
+`
+
+func xr(t *testing.T, delivery, podsB string) *structpb.Struct {
+	t.Helper()
+	return fromYAML(t, fmt.Sprintf(xrTwoClusters, delivery, podsB))
+}
+
+// inventory is a NodeInventory as provider-kilomesh reports it.
+func inventory(t *testing.T, cluster, synced, node, key, pod, wgIP, ext string) *fnv1.Resource {
+	t.Helper()
+	return &fnv1.Resource{Resource: fromYAML(t, fmt.Sprintf(`
+apiVersion: kube.kilomesh.io/v1alpha1
+kind: NodeInventory
+metadata:
+  name: mesh-%[1]s
+  namespace: network
+  annotations: {crossplane.io/composition-resource-name: inventory-%[1]s}
+spec:
+  providerConfigRef: {kind: ProviderConfig, name: %[1]s}
+  forProvider: {}
+status:
+  conditions:
+  - {type: Ready, status: "True", reason: Available, lastTransitionTime: "2026-11-22T01:00:00Z"}
+  - {type: Synced, status: "%[2]s", reason: ReconcileError, message: "cannot list nodes: connection refused", lastTransitionTime: "2026-11-22T01:05:00Z"}
+  atProvider:
+    observedAt: "2026-11-22T01:00:00Z"
+    nodes:
+    - name: %[3]s
+      podCIDRs: [%[5]s]
+      externalIPs: [%[7]s]
+      ready: true
+      kilo: {key: %[4]s, wireguardIP: %[6]s}
+`, cluster, synced, node, key, pod, wgIP, ext))}
+}
+
+func observedTwo(t *testing.T, syncedB string) map[string]*fnv1.Resource {
+	t.Helper()
+	return map[string]*fnv1.Resource{
+		"inventory-cluster-a": inventory(t, "cluster-a", "True", "node-a1", keyA1, "10.1.1.0/24", "10.201.0.1/16", "203.0.113.11"),
+		"inventory-cluster-b": inventory(t, "cluster-b", syncedB, "node-b1", keyB1, "10.2.1.0/24", "10.202.0.1/16", "198.51.100.21"),
+	}
+}
+
+func request(xr *structpb.Struct, observed map[string]*fnv1.Resource, required map[string]*fnv1.Resources) *fnv1.RunFunctionRequest {
+	return &fnv1.RunFunctionRequest{
+		Meta:              &fnv1.RequestMeta{Tag: "t"},
+		Observed:          &fnv1.State{Composite: &fnv1.Resource{Resource: xr}, Resources: observed},
+		RequiredResources: required,
+	}
+}
+
+var noOtherMeshes = map[string]*fnv1.Resources{requirementMeshes: {}}
+
+func requirements() *fnv1.Requirements {
+	ns := "network"
+	return &fnv1.Requirements{Resources: map[string]*fnv1.ResourceSelector{requirementMeshes: {
+		ApiVersion: "kilomesh.io/v1alpha1", Kind: "ClusterMesh",
+		Match: &fnv1.ResourceSelector_MatchLabels{MatchLabels: &fnv1.MatchLabels{}}, Namespace: &ns,
+	}}}
+}
+
+func meta() *fnv1.ResponseMeta {
+	return &fnv1.ResponseMeta{Tag: "t", Ttl: durationpb.New(time.Minute)}
+}
+
+func fatal(msg string) []*fnv1.Result {
+	return []*fnv1.Result{{Severity: fnv1.Severity_SEVERITY_FATAL, Message: msg, Target: fnv1.Target_TARGET_COMPOSITE.Enum()}}
+}
+
+func wantCondition(typ string, s fnv1.Status, reason string, msg *string) *fnv1.Condition {
+	return &fnv1.Condition{Type: typ, Status: s, Reason: reason, Message: msg, Target: fnv1.Target_TARGET_COMPOSITE.Enum()}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// Composed resources of the two-cluster mesh, as the function writes them.
+const (
+	inventoryA = `
+apiVersion: kube.kilomesh.io/v1alpha1
+kind: NodeInventory
+spec:
+  providerConfigRef: {kind: ProviderConfig, name: cluster-a}
+  forProvider:
+    ownedPeerLabels: {app.kubernetes.io/managed-by: kilomesh, kilomesh.io/mesh: mesh, kilomesh.io/mesh-namespace: network}
+`
+	inventoryB = `
+apiVersion: kube.kilomesh.io/v1alpha1
+kind: NodeInventory
+spec:
+  providerConfigRef: {kind: ClusterProviderConfig, name: cluster-b}
+  forProvider:
+    nodeSelector: {matchLabels: {mesh: "yes"}}
+    ownedPeerLabels: {app.kubernetes.io/managed-by: kilomesh, kilomesh.io/mesh: mesh, kilomesh.io/mesh-namespace: network}
+`
+	peerOfB = `
+name: mesh-cluster-b-node-b1-2709b7b3
+labels: {app.kubernetes.io/managed-by: kilomesh, kilomesh.io/mesh: mesh, kilomesh.io/mesh-namespace: network, kilomesh.io/source-cluster: cluster-b}
+spec:
+  allowedIPs: [10.2.1.0/24, 10.202.0.1/32]
+  publicKey: ` + keyB1 + `
+  endpoint: {dnsOrIP: {ip: 198.51.100.21}, port: 51820}
+`
+	peerOfA = `
+name: mesh-cluster-a-node-a1-713f87bb
+labels: {app.kubernetes.io/managed-by: kilomesh, kilomesh.io/mesh: mesh, kilomesh.io/mesh-namespace: network, kilomesh.io/source-cluster: cluster-a}
+spec:
+  allowedIPs: [10.1.1.0/24, 10.201.0.1/32]
+  publicKey: ` + keyA1 + `
+  endpoint: {dnsOrIP: {ip: 203.0.113.11}, port: 51820}
+`
+)
+
+// object wraps a Peer (given as name/labels/spec) in a provider-kubernetes
+// Object for the target's provider config.
+func wantObject(t *testing.T, peer, pcKind, pcName string) *structpb.Struct {
+	t.Helper()
+	p := fromYAML(t, peer)
+	f := p.GetFields()
+	manifest := &structpb.Struct{Fields: map[string]*structpb.Value{
+		"apiVersion": structpb.NewStringValue("kilo.squat.ai/v1alpha1"),
+		"kind":       structpb.NewStringValue("Peer"),
+		"metadata": structpb.NewStructValue(&structpb.Struct{Fields: map[string]*structpb.Value{
+			"name": f["name"], "labels": f["labels"],
+		}}),
+		"spec": f["spec"],
+	}}
+	o := fromYAML(t, fmt.Sprintf(`
+apiVersion: kubernetes.m.crossplane.io/v1alpha1
+kind: Object
+spec:
+  providerConfigRef: {kind: %s, name: %s}
+  forProvider: {}
+`, pcKind, pcName))
+	o.GetFields()["spec"].GetStructValue().GetFields()["forProvider"].GetStructValue().Fields = map[string]*structpb.Value{
+		"manifest": structpb.NewStructValue(manifest),
+	}
+	return o
+}
+
+// peerSet holds one Peer (given as name/labels/spec) for the target's
+// provider config. In a PeerSet a Peer carries only its source label: the
+// set adds its selector.
+func peerSet(t *testing.T, peer, pcKind, pcName string) *structpb.Struct {
+	t.Helper()
+	p := fromYAML(t, peer)
+	src := p.GetFields()["labels"].GetStructValue().GetFields()["kilomesh.io/source-cluster"]
+	p.Fields["labels"] = structpb.NewStructValue(&structpb.Struct{Fields: map[string]*structpb.Value{"kilomesh.io/source-cluster": src}})
+	ps := fromYAML(t, fmt.Sprintf(`
+apiVersion: kube.kilomesh.io/v1alpha1
+kind: PeerSet
+spec:
+  providerConfigRef: {kind: %s, name: %s}
+  forProvider:
+    selector: {app.kubernetes.io/managed-by: kilomesh, kilomesh.io/mesh: mesh, kilomesh.io/mesh-namespace: network}
+`, pcKind, pcName))
+	ps.GetFields()["spec"].GetStructValue().GetFields()["forProvider"].GetStructValue().Fields["peers"] =
+		structpb.NewListValue(&structpb.ListValue{Values: []*structpb.Value{structpb.NewStructValue(p)}})
+	return ps
+}
+
+func status(t *testing.T, reachableB bool) *structpb.Struct {
+	t.Helper()
+	unreachable := ""
+	if !reachableB {
+		unreachable = `unreachableSince: "2026-11-22T01:05:00Z",`
+	}
+	return fromYAML(t, fmt.Sprintf(`
+status:
+  clusterCount: 2
+  peerCount: 2
+  clusters:
+  - {name: cluster-a, reachable: true, lastObserved: "2026-11-22T01:00:00Z", nodes: 1, segments: 1, peers: 1, skippedNodes: 0}
+  - {name: cluster-b, reachable: %t, lastObserved: "2026-11-22T01:00:00Z", %s nodes: 1, segments: 1, peers: 1, skippedNodes: 0}
+`, reachableB, unreachable))
+}
+
+func TestRunFunction(t *testing.T) {
+	type want struct {
+		rsp *fnv1.RunFunctionResponse
+	}
+	cases := map[string]struct {
+		reason string
+		req    func(t *testing.T) *fnv1.RunFunctionRequest
+		want   func(t *testing.T) want
+	}{
+		"AsksForOtherMeshesFirst": {
+			reason: "Until Crossplane resolves the other ClusterMeshes of the namespace, the function only asks for them and changes nothing.",
+			req: func(t *testing.T) *fnv1.RunFunctionRequest {
+				return request(xr(t, "Objects", "10.2.0.0/16"), observedTwo(t, "True"), nil)
+			},
+			want: func(*testing.T) want {
+				return want{rsp: &fnv1.RunFunctionResponse{Meta: meta(), Requirements: requirements()}}
+			},
+		},
+		"ComposesObjects": {
+			reason: "A valid mesh composes one NodeInventory per member and one provider-kubernetes Object per Peer and target, marks them ready from their observed conditions, and reports status and conditions.",
+			req: func(t *testing.T) *fnv1.RunFunctionRequest {
+				obs := observedTwo(t, "True")
+				obs["peer-cluster-a-mesh-cluster-b-node-b1-2709b7b3"] = &fnv1.Resource{Resource: fromYAML(t, `
+apiVersion: kubernetes.m.crossplane.io/v1alpha1
+kind: Object
+status:
+  conditions:
+  - {type: Ready, status: "True", reason: Available}
+  - {type: Synced, status: "True", reason: ReconcileSuccess}
+`)}
+				return request(xr(t, "Objects", "10.2.0.0/16"), obs, noOtherMeshes)
+			},
+			want: func(t *testing.T) want {
+				return want{rsp: &fnv1.RunFunctionResponse{
+					Meta:         meta(),
+					Requirements: requirements(),
+					Desired: &fnv1.State{
+						Composite: &fnv1.Resource{Resource: status(t, true)},
+						Resources: map[string]*fnv1.Resource{
+							"inventory-cluster-a": {Resource: fromYAML(t, inventoryA), Ready: fnv1.Ready_READY_TRUE},
+							"inventory-cluster-b": {Resource: fromYAML(t, inventoryB), Ready: fnv1.Ready_READY_TRUE},
+							"peer-cluster-a-mesh-cluster-b-node-b1-2709b7b3": {Resource: wantObject(t, peerOfB, "ProviderConfig", "cluster-a"), Ready: fnv1.Ready_READY_TRUE},
+							"peer-cluster-b-mesh-cluster-a-node-a1-713f87bb": {Resource: wantObject(t, peerOfA, "ClusterProviderConfig", "cluster-b"), Ready: fnv1.Ready_READY_FALSE},
+						},
+					},
+					Conditions: []*fnv1.Condition{
+						wantCondition("NetworksOverlap", fnv1.Status_STATUS_CONDITION_FALSE, "NoOverlap", nil),
+						wantCondition("ClustersReachable", fnv1.Status_STATUS_CONDITION_TRUE, "AllClustersReachable", nil),
+						wantCondition("Converged", fnv1.Status_STATUS_CONDITION_TRUE, "Converged", nil),
+					},
+				}}
+			},
+		},
+		"ComposesPeerSets": {
+			reason: "With delivery PeerSet the Peers of each target are one PeerSet, selecting the mesh's own Peers.",
+			req: func(t *testing.T) *fnv1.RunFunctionRequest {
+				return request(xr(t, "PeerSet", "10.2.0.0/16"), observedTwo(t, "True"), noOtherMeshes)
+			},
+			want: func(t *testing.T) want {
+				return want{rsp: &fnv1.RunFunctionResponse{
+					Meta:         meta(),
+					Requirements: requirements(),
+					Desired: &fnv1.State{
+						Composite: &fnv1.Resource{Resource: status(t, true)},
+						Resources: map[string]*fnv1.Resource{
+							"inventory-cluster-a": {Resource: fromYAML(t, inventoryA), Ready: fnv1.Ready_READY_TRUE},
+							"inventory-cluster-b": {Resource: fromYAML(t, inventoryB), Ready: fnv1.Ready_READY_TRUE},
+							"peerset-cluster-a":   {Resource: peerSet(t, peerOfB, "ProviderConfig", "cluster-a"), Ready: fnv1.Ready_READY_FALSE},
+							"peerset-cluster-b":   {Resource: peerSet(t, peerOfA, "ClusterProviderConfig", "cluster-b"), Ready: fnv1.Ready_READY_FALSE},
+						},
+					},
+					Conditions: []*fnv1.Condition{
+						wantCondition("NetworksOverlap", fnv1.Status_STATUS_CONDITION_FALSE, "NoOverlap", nil),
+						wantCondition("ClustersReachable", fnv1.Status_STATUS_CONDITION_TRUE, "AllClustersReachable", nil),
+						wantCondition("Converged", fnv1.Status_STATUS_CONDITION_TRUE, "Converged", nil),
+					},
+				}}
+			},
+		},
+		"UnreachableClusterKeepsItsPeers": {
+			reason: "A member whose inventory cannot sync still contributes its last known nodes; the mesh reports it unreachable and its inventory not ready.",
+			req: func(t *testing.T) *fnv1.RunFunctionRequest {
+				return request(xr(t, "PeerSet", "10.2.0.0/16"), observedTwo(t, "False"), noOtherMeshes)
+			},
+			want: func(t *testing.T) want {
+				return want{rsp: &fnv1.RunFunctionResponse{
+					Meta:         meta(),
+					Requirements: requirements(),
+					Desired: &fnv1.State{
+						Composite: &fnv1.Resource{Resource: status(t, false)},
+						Resources: map[string]*fnv1.Resource{
+							"inventory-cluster-a": {Resource: fromYAML(t, inventoryA), Ready: fnv1.Ready_READY_TRUE},
+							"inventory-cluster-b": {Resource: fromYAML(t, inventoryB), Ready: fnv1.Ready_READY_FALSE},
+							"peerset-cluster-a":   {Resource: peerSet(t, peerOfB, "ProviderConfig", "cluster-a"), Ready: fnv1.Ready_READY_FALSE},
+							"peerset-cluster-b":   {Resource: peerSet(t, peerOfA, "ClusterProviderConfig", "cluster-b"), Ready: fnv1.Ready_READY_FALSE},
+						},
+					},
+					Conditions: []*fnv1.Condition{
+						wantCondition("NetworksOverlap", fnv1.Status_STATUS_CONDITION_FALSE, "NoOverlap", nil),
+						wantCondition("ClustersReachable", fnv1.Status_STATUS_CONDITION_FALSE, "ClustersUnreachable",
+							ptr("cannot observe cluster-b (since 2026-11-22T01:05:00Z); their last known nodes are kept")),
+						wantCondition("Converged", fnv1.Status_STATUS_CONDITION_TRUE, "Converged", nil),
+					},
+				}}
+			},
+		},
+		"OverlapFreezes": {
+			reason: "Overlapping CIDRs freeze the mesh: every observed composed resource is desired as it is (identity and spec only), the observed status is kept, and NetworksOverlap names both fields.",
+			req: func(t *testing.T) *fnv1.RunFunctionRequest {
+				obs := map[string]*fnv1.Resource{"peer-x": {Resource: fromYAML(t, `
+apiVersion: kubernetes.m.crossplane.io/v1alpha1
+kind: Object
+metadata: {name: mesh-1, namespace: network, uid: abc, resourceVersion: "7", labels: {crossplane.io/composite: mesh}}
+spec: {forProvider: {manifest: {kind: Peer}}}
+status:
+  conditions: [{type: Ready, status: "True", reason: Available}]
+`)}}
+				x := xr(t, "Objects", "10.1.128.0/17")
+				x.Fields["status"] = structpb.NewStructValue(fromYAML(t, `{peerCount: 9, conditions: [{type: Ready, status: "True"}]}`))
+				return request(x, obs, noOtherMeshes)
+			},
+			want: func(t *testing.T) want {
+				msg := "spec.clusters[1].podCIDRs[0] 10.1.128.0/17 overlaps spec.clusters[0].podCIDRs[0] 10.1.0.0/16"
+				return want{rsp: &fnv1.RunFunctionResponse{
+					Meta:         meta(),
+					Requirements: requirements(),
+					Desired: &fnv1.State{
+						Composite: &fnv1.Resource{Resource: fromYAML(t, `{status: {peerCount: 9}}`)},
+						Resources: map[string]*fnv1.Resource{"peer-x": {Ready: fnv1.Ready_READY_TRUE, Resource: fromYAML(t, `
+apiVersion: kubernetes.m.crossplane.io/v1alpha1
+kind: Object
+metadata: {name: mesh-1, namespace: network, labels: {crossplane.io/composite: mesh}}
+spec: {forProvider: {manifest: {kind: Peer}}}
+`)}},
+					},
+					Conditions: []*fnv1.Condition{wantCondition("NetworksOverlap", fnv1.Status_STATUS_CONDITION_TRUE, "CIDROverlap", &msg)},
+					Results: []*fnv1.Result{{
+						Severity: fnv1.Severity_SEVERITY_WARNING, Reason: ptr("MeshFrozen"), Target: fnv1.Target_TARGET_COMPOSITE.Enum(),
+						Message: "the mesh is frozen, no Peer is changed until this is fixed: " + msg,
+					}},
+				}}
+			},
+		},
+		"MalformedFieldIsFatal": {
+			reason: "A field of the wrong type is a fatal result that names the cluster entry it is in.",
+			req: func(t *testing.T) *fnv1.RunFunctionRequest {
+				x := xr(t, "Objects", "10.2.0.0/16")
+				c := x.GetFields()["spec"].GetStructValue().GetFields()["clusters"].GetListValue().GetValues()[1].GetStructValue()
+				c.Fields["wireguardPort"] = structpb.NewStringValue("51820")
+				return request(x, nil, noOtherMeshes)
+			},
+			want: func(*testing.T) want {
+				return want{rsp: &fnv1.RunFunctionResponse{
+					Meta:    meta(),
+					Results: fatal(`cannot decode the ClusterMesh: spec.clusters[1]: Invalid value: "": json: cannot unmarshal string into Go struct field Cluster.wireguardPort of type int32`),
+				}}
+			},
+		},
+		"InvalidCIDRIsFatal": {
+			reason: "A CIDR with host bits set is a fatal result naming its field path; nothing is composed or deleted.",
+			req: func(t *testing.T) *fnv1.RunFunctionRequest {
+				return request(xr(t, "Objects", "10.2.0.1/16"), observedTwo(t, "True"), noOtherMeshes)
+			},
+			want: func(*testing.T) want {
+				return want{rsp: &fnv1.RunFunctionResponse{
+					Meta:         meta(),
+					Requirements: requirements(),
+					Results:      fatal(`invalid ClusterMesh spec: spec.clusters[1].podCIDRs[0]: Invalid value: "10.2.0.1/16": must be a network in CIDR form with no host bits set: host bits are set`),
+				}}
+			},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			f := &Function{log: logging.NewNopLogger(), ttl: time.Minute}
+			got, err := f.RunFunction(context.Background(), tc.req(t))
+			if err != nil {
+				t.Fatalf("%s\nRunFunction(...): unexpected error: %v", tc.reason, err)
+			}
+			if diff := cmp.Diff(tc.want(t).rsp, got, protocmp.Transform()); diff != "" {
+				t.Errorf("%s\nRunFunction(...): -want, +got:\n%s", tc.reason, diff)
+			}
+		})
+	}
+}
+
+// largeMesh is a request for a mesh of clusters x nodes, every node its own
+// Peer in every other cluster.
+func largeMesh(tb testing.TB, delivery string, clusters, nodes int) *fnv1.RunFunctionRequest {
+	tb.Helper()
+	var spec strings.Builder
+	fmt.Fprintf(&spec, "apiVersion: kilomesh.io/v1alpha1\nkind: ClusterMesh\nmetadata: {name: mesh, namespace: network}\nspec:\n  delivery: %s\n  granularity: Node\n  clusters:\n", delivery)
+	observed := map[string]*fnv1.Resource{}
+	for c := range clusters {
+		name := fmt.Sprintf("cluster-%02d", c)
+		fmt.Fprintf(&spec, "  - {name: %s, providerConfigRef: {name: %s}, podCIDRs: [10.%d.0.0/16], wireguardCIDR: 10.%d.0.0/16, serviceCIDR: 10.%d.0.0/16}\n",
+			name, name, c+1, 100+c, 200+c)
+		var inv strings.Builder
+		fmt.Fprintf(&inv, "apiVersion: kube.kilomesh.io/v1alpha1\nkind: NodeInventory\nmetadata: {name: %s}\nstatus:\n  conditions: [{type: Ready, status: \"True\"}, {type: Synced, status: \"True\"}]\n  atProvider:\n    observedAt: \"2026-11-22T01:00:00Z\"\n    nodes:\n", name)
+		for n := range nodes {
+			var k [32]byte
+			k[0], k[1], k[2] = byte(c), byte(n>>8), byte(n)
+			fmt.Fprintf(&inv, "    - {name: node-%04d, podCIDRs: [10.%d.%d.%d/28], internalIPs: [172.%d.%d.%d], externalIPs: [100.%d.%d.%d], ready: true, kilo: {key: %s, wireguardIP: 10.%d.%d.%d/16}}\n",
+				n, c+1, n/16, (n%16)*16, 16+c, n/250, n%250+1, 64+c, n/250, n%250+1, kilov1alpha1.EncodeKey(k), 100+c, n/250, n%250+1)
+		}
+		observed[prefixInventory+name] = &fnv1.Resource{Resource: mustYAML(tb, inv.String())}
+	}
+	return request(mustYAML(tb, spec.String()), observed, noOtherMeshes)
+}
+
+func mustYAML(tb testing.TB, y string) *structpb.Struct {
+	tb.Helper()
+	j, err := yaml.YAMLToJSON([]byte(y))
+	if err != nil {
+		tb.Fatalf("bad YAML: %v", err)
+	}
+	return resource.MustStructJSON(string(j))
+}
+
+func TestResponseLimit(t *testing.T) {
+	cases := map[string]struct {
+		reason   string
+		delivery string
+		hint     string
+	}{
+		"ObjectsPointToPeerSet": {
+			reason:   "A mesh whose Objects would exceed the response limit fails with a fatal result that names delivery: PeerSet, and composes nothing.",
+			delivery: "Objects",
+			hint:     "set spec.delivery: PeerSet",
+		},
+		"PeerSetPointsToSplitting": {
+			reason:   "A PeerSet mesh beyond the limit is told to split or shrink.",
+			delivery: "PeerSet",
+			hint:     "split the mesh",
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			f := &Function{log: logging.NewNopLogger(), ttl: time.Minute}
+			clusters, nodes := 5, 1500
+			if tc.delivery == "Objects" {
+				nodes = 700
+			}
+			got, err := f.RunFunction(context.Background(), largeMesh(t, tc.delivery, clusters, nodes))
+			if err != nil {
+				t.Fatalf("%s\nRunFunction(...): %v", tc.reason, err)
+			}
+			if len(got.GetResults()) != 1 || got.GetResults()[0].GetSeverity() != fnv1.Severity_SEVERITY_FATAL {
+				t.Fatalf("%s\nRunFunction(...): want one fatal result, got %v", tc.reason, got.GetResults())
+			}
+			msg := got.GetResults()[0].GetMessage()
+			if !strings.Contains(msg, tc.hint) || !strings.Contains(msg, "4 MiB") {
+				t.Errorf("%s\nRunFunction(...): fatal result %q does not say %q and name the 4 MiB limit", tc.reason, msg, tc.hint)
+			}
+			if n := len(got.GetDesired().GetResources()); n != 0 {
+				t.Errorf("%s\nRunFunction(...): want no desired resources, got %d", tc.reason, n)
+			}
+		})
+	}
+}

@@ -267,8 +267,8 @@ status:
 					Desired: &fnv1.State{
 						Composite: &fnv1.Resource{Resource: status(t, true)},
 						Resources: map[string]*fnv1.Resource{
-							"inventory-cluster-a": {Resource: fromYAML(t, inventoryA), Ready: fnv1.Ready_READY_TRUE},
-							"inventory-cluster-b": {Resource: fromYAML(t, inventoryB), Ready: fnv1.Ready_READY_TRUE},
+							"inventory-cluster-a":                            {Resource: fromYAML(t, inventoryA), Ready: fnv1.Ready_READY_TRUE},
+							"inventory-cluster-b":                            {Resource: fromYAML(t, inventoryB), Ready: fnv1.Ready_READY_TRUE},
 							"peer-cluster-a-mesh-cluster-b-node-b1-2709b7b3": {Resource: wantObject(t, peerOfB, "ProviderConfig", "cluster-a"), Ready: fnv1.Ready_READY_TRUE},
 							"peer-cluster-b-mesh-cluster-a-node-a1-713f87bb": {Resource: wantObject(t, peerOfA, "ClusterProviderConfig", "cluster-b"), Ready: fnv1.Ready_READY_FALSE},
 						},

@@ -1,0 +1,68 @@
+package mesh
+
+import (
+	"fmt"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	kilov1alpha1 "github.com/kilomesh/kilomesh/apis/kilo/v1alpha1"
+	kubev1alpha1 "github.com/kilomesh/kilomesh/apis/kube/v1alpha1"
+	meshv1alpha1 "github.com/kilomesh/kilomesh/apis/mesh/v1alpha1"
+)
+
+// benchInput is a mesh of clusters x nodes, every node its own segment.
+func benchInput(clusters, nodes int) *Input {
+	in := &Input{Namespace: "network", Name: "mesh", Observations: map[string]*Observation{},
+		Spec: meshv1alpha1.ClusterMeshSpec{Granularity: meshv1alpha1.GranularityNode}}
+	now := metav1.Now()
+	for c := range clusters {
+		name := fmt.Sprintf("cluster-%02d", c)
+		svc := meshv1alpha1.CIDR(fmt.Sprintf("10.%d.0.0/16", 200+c))
+		in.Spec.Clusters = append(in.Spec.Clusters, meshv1alpha1.Cluster{
+			Name: name, ProviderConfigRef: meshv1alpha1.ProviderConfigReference{Name: name},
+			PodCIDRs:      []meshv1alpha1.CIDR{meshv1alpha1.CIDR(fmt.Sprintf("10.%d.0.0/16", c+1))},
+			WireguardCIDR: meshv1alpha1.CIDR(fmt.Sprintf("10.%d.0.0/16", 100+c)),
+			ServiceCIDR:   &svc,
+		})
+		obs := &Observation{Reachable: true}
+		obs.ObservedAt = &now
+		for n := range nodes {
+			var k [32]byte
+			k[0], k[1], k[2] = byte(c), byte(n>>8), byte(n)
+			obs.Nodes = append(obs.Nodes, kubev1alpha1.ObservedNode{
+				Name:        fmt.Sprintf("node-%04d", n),
+				PodCIDRs:    []string{fmt.Sprintf("10.%d.%d.%d/28", c+1, n/16, (n%16)*16)},
+				InternalIPs: []string{fmt.Sprintf("172.%d.%d.%d", 16+c, n/250, n%250+1)},
+				ExternalIPs: []string{fmt.Sprintf("100.%d.%d.%d", 64+c, n/250, n%250+1)},
+				Ready:       true,
+				Kilo: &kubev1alpha1.KiloAnnotations{
+					Key:         kilov1alpha1.EncodeKey(k),
+					WireguardIP: fmt.Sprintf("10.%d.%d.%d/16", 100+c, n/250, n%250+1),
+				},
+			})
+		}
+		in.Observations[name] = obs
+	}
+	return in
+}
+
+// BenchmarkPlan measures the planner alone.
+//
+//	go test ./fn/mesh/ -run='^$' -bench=Plan -benchmem
+func BenchmarkPlan(b *testing.B) {
+	for _, size := range []struct{ clusters, nodes int }{{3, 20}, {5, 200}, {10, 500}} {
+		b.Run(fmt.Sprintf("%dx%d", size.clusters, size.nodes), func(b *testing.B) {
+			in := benchInput(size.clusters, size.nodes)
+			var peers int
+			for b.Loop() {
+				p, err := Do(in)
+				if err != nil {
+					b.Fatal(err)
+				}
+				peers = p.Status.PeerCount
+			}
+			b.ReportMetric(float64(peers), "peers")
+		})
+	}
+}

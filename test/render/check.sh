@@ -21,7 +21,9 @@ mkdir -p "$work/schemas"
 cp package/configuration/xrd.yaml package/provider/crds/*.yaml test/crds/*.yaml "$work/schemas/"
 cp "$pk"/package/crds/kubernetes.m.crossplane.io_*.yaml "$work/schemas/"
 
+all=
 if [ $# -eq 0 ]; then
+  all=1
   set -- $(cd examples/render && ls -d -- */ | tr -d /)
 fi
 failed=0
@@ -51,6 +53,19 @@ for s in "$@"; do
   fi
   echo "ok   $s"
 done
+# Every ClusterMesh of examples/invalid must be rejected by the XRD's schema,
+# for the reason its "# expect:" line gives.
+for f in ${all:+examples/invalid/*.yaml}; do
+  expect=$(sed -n 's/^# expect: //p' "$f")
+  if "$BIN/crossplane" resource validate package/configuration/xrd.yaml "$f" --crossplane-image="" >"$work/invalid.out" 2>&1; then
+    echo "FAIL $f: the XRD accepts it"; failed=1
+  elif ! grep -qF -- "$expect" "$work/invalid.out"; then
+    echo "FAIL $f: rejected, but not with \"$expect\":"; cat "$work/invalid.out"; failed=1
+  else
+    echo "ok   $f"
+  fi
+done
+
 if [ "$failed" != 0 ]; then
   echo "function log:"; cat "$work/function.log"
   exit 1

@@ -140,6 +140,7 @@ type ClusterMeshSpec struct {
 	// +listMapKey=name
 	// +kubebuilder:validation:MinItems=2
 	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:XValidation:rule="self.all(c, self.exists_one(d, d.name == c.name))",message="every cluster needs a name of its own"
 	Clusters []Cluster `json:"clusters"`
 
 	// Granularity maps nodes to Peers: Node (one Peer per node), Location

@@ -1,0 +1,428 @@
+package mesh
+
+import (
+	"encoding/json"
+	"fmt"
+	"math/rand"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	kilov1alpha1 "github.com/kilomesh/kilomesh/apis/kilo/v1alpha1"
+	kubev1alpha1 "github.com/kilomesh/kilomesh/apis/kube/v1alpha1"
+	meshv1alpha1 "github.com/kilomesh/kilomesh/apis/mesh/v1alpha1"
+)
+
+// Property tests: many random meshes from a seeded generator. The generator
+// draws addresses, keys and endpoints from small pools so that duplicates,
+// conflicts and skips are frequent.
+
+const propertyIterations = 400
+
+type meshGen struct {
+	r *rand.Rand
+}
+
+func (g meshGen) chance(p float64) bool { return g.r.Float64() < p }
+
+func (g meshGen) pick(ss ...string) string { return ss[g.r.Intn(len(ss))] }
+
+func (g meshGen) some(max int, ss ...string) []string {
+	n := g.r.Intn(max + 1)
+	out := make([]string, 0, n)
+	for range n {
+		out = append(out, g.pick(ss...))
+	}
+	return out
+}
+
+// genCluster declares the k-th member (k from 1): its CIDRs derive from k, so
+// that members never overlap.
+func (g meshGen) genCluster(k int, name string) meshv1alpha1.Cluster {
+	c := memberCluster(name, fmt.Sprintf("10.%d.0.0/16", k), fmt.Sprintf("10.%d.0.0/16", 40+k))
+	if g.chance(0.3) {
+		c.PodCIDRs = append(c.PodCIDRs, meshv1alpha1.CIDR(fmt.Sprintf("fd0%d::/48", k)))
+	}
+	if g.chance(0.2) {
+		c.WireguardCIDR = meshv1alpha1.CIDR(fmt.Sprintf("fd4%d::/64", k))
+	}
+	if g.chance(0.5) {
+		c.ServiceCIDR = cidrPtr(fmt.Sprintf("10.%d.0.0/16", 200+k))
+	}
+	if g.chance(0.5) {
+		c.AdditionalCIDRs = cidrs(fmt.Sprintf("172.%d.0.0/16", 16+k))
+		if g.chance(0.5) {
+			c.AdditionalCIDRs = append(c.AdditionalCIDRs, meshv1alpha1.CIDR(fmt.Sprintf("172.%d.0.0/16", 32+k)))
+		}
+	}
+	if g.chance(0.3) {
+		c.WireguardPort = int32Ptr(int32(1 + g.r.Intn(65535)))
+	}
+	if g.chance(0.3) {
+		c.PersistentKeepalive = int32Ptr(int32(g.r.Intn(61)))
+	}
+	return c
+}
+
+// sharedKey is one of a few keys that nodes of any cluster may share.
+func (g meshGen) sharedKey() string { return testKey(byte(200 + g.r.Intn(3))) }
+
+func (g meshGen) genNode(k, j int, c meshv1alpha1.Cluster) kubev1alpha1.ObservedNode {
+	name := g.pick(fmt.Sprintf("n%d", j), fmt.Sprintf("node-%d.example.com", j), strings.Repeat("z", 200)+fmt.Sprint(j))
+	n := observedNode(name, location(g.pick("", "eu", "us")))
+	kilo := &kubev1alpha1.KiloAnnotations{}
+	n.Kilo = kilo
+
+	switch x := g.r.Float64(); {
+	case x < 0.05:
+	case x < 0.10:
+		n.PodCIDRs = []string{fmt.Sprintf("10.99.%d.0/24", j)}
+	case x < 0.13:
+		n.PodCIDRs = []string{"junk"}
+	default:
+		n.PodCIDRs = []string{fmt.Sprintf("10.%d.%d.0/24", k, j+1)}
+		if len(c.PodCIDRs) > 1 && g.chance(0.7) {
+			n.PodCIDRs = append(n.PodCIDRs, fmt.Sprintf("fd0%d:0:0:%d::/64", k, j+1))
+		}
+	}
+
+	v6 := strings.Contains(string(c.WireguardCIDR), ":")
+	wg := func(host int) string {
+		if v6 {
+			return fmt.Sprintf("fd4%d::%d/64", k, host)
+		}
+		return fmt.Sprintf("10.%d.0.%d/16", 40+k, host)
+	}
+	switch x := g.r.Float64(); {
+	case x < 0.65:
+		kilo.WireguardIP = wg(j + 1)
+	case x < 0.80:
+	case x < 0.88:
+		kilo.WireguardIP = wg(1)
+	case x < 0.94:
+		kilo.WireguardIP = g.pick("10.4.0.1", "x/16", "10.4.0.1/40")
+	default:
+		kilo.WireguardIP = "10.99.0.1/16"
+	}
+
+	switch x := g.r.Float64(); {
+	case x < 0.75:
+		kilo.Key = testKey(byte(k*16 + j))
+	case x < 0.85:
+		kilo.Key = g.sharedKey()
+	case x < 0.90:
+		kilo.Key = otherSpelling(testKey(byte(k*16 + j)))
+	case x < 0.95:
+	default:
+		kilo.Key = g.pick("junk", testKey(1)[:43])
+	}
+
+	if g.chance(0.6) {
+		n.ExternalIPs = g.some(2, "203.0.113.1", "203.0.113.2", "203.0.113.3", "203.0.113.4", "2001:db8::1", "2001:db8::2")
+	}
+	if g.chance(0.15) {
+		kilo.ForceEndpoint = g.pick("203.0.113.9:51820", "[2001:db8::9]:4000", "gw.example.com:51820", "203.0.113.2:51821", "junk")
+	}
+	if g.chance(0.1) {
+		kilo.ClustermeshEndpoint = g.pick("mesh.example.com:1", "203.0.113.10:2", "203.0.113.3:3", "bad")
+	}
+	if g.chance(0.3) {
+		kilo.Endpoint = g.pick("203.0.113.11:51820", "[2001:db8::11]:51820", "203.0.113.4:51820", "bad")
+	}
+	if g.chance(0.5) {
+		kilo.InternalIP = g.pick("192.168.0.1/24", "192.168.0.2/24", "192.168.0.3/24", "192.168.0.4/24", "192.168.0.5/24", "203.0.113.1/24", "fd02::1/64")
+	}
+	if g.chance(0.6) {
+		n.InternalIPs = g.some(2, "192.168.0.1", "192.168.0.2", "192.168.0.6", "192.168.0.7", "203.0.113.2", "fd02::2")
+	}
+	kilo.Granularity = g.pick("", "", "full", "location")
+	if g.chance(0.1) {
+		kilo.PersistentKeepalive = g.pick("10", "60", "x")
+	}
+	if g.chance(0.25) {
+		entries := map[string]map[string]any{}
+		for range 1 + g.r.Intn(3) {
+			// Each key once, in one spelling: a JSON object with two
+			// spellings of one key says two things of one peer.
+			k := testKey(byte(16*(1+g.r.Intn(4)) + g.r.Intn(6)))
+			if g.chance(0.2) {
+				k = g.sharedKey()
+			}
+			entries[k] = map[string]any{
+				"IP":   g.pick("198.51.100.1", "198.51.100.2", "192.168.0.1", "203.0.113.2", "127.0.0.1", "2001:db8::77"),
+				"Port": g.pick("0", "40000", "51820"),
+			}
+		}
+		b, _ := json.Marshal(entries)
+		kilo.DiscoveredEndpoints = strings.ReplaceAll(strings.ReplaceAll(string(b), `"Port":"`, `"Port":`), `"}`, `}`)
+		if g.chance(0.1) {
+			kilo.DiscoveredEndpoints = "{"
+		}
+	}
+	return n
+}
+
+// genInput is a random valid mesh with random observations.
+func genInput(r *rand.Rand) *Input {
+	g := meshGen{r: r}
+	names := []string{"a", "b", "c", "d", strings.Repeat("l", 62) + "x"}
+	r.Shuffle(len(names), func(i, j int) { names[i], names[j] = names[j], names[i] })
+	in := &Input{
+		Namespace:    g.pick("team-a", strings.Repeat("s", 63)),
+		Name:         g.pick("prod", strings.Repeat("m", 120)),
+		Observations: map[string]*Observation{},
+	}
+	in.Spec.Granularity = meshv1alpha1.Granularity(g.pick("", "Auto", "Node", "Location"))
+	switch r.Intn(3) {
+	case 0:
+		in.Spec.AdvertiseNodeIPs = boolPtr(true)
+	case 1:
+		in.Spec.AdvertiseNodeIPs = boolPtr(false)
+	}
+	n := 2 + r.Intn(3)
+	var nodeNames []string
+	for k := 1; k <= n; k++ {
+		c := g.genCluster(k, names[k-1])
+		in.Spec.Clusters = append(in.Spec.Clusters, c)
+		if g.chance(0.1) {
+			continue // never observed
+		}
+		obs := observation()
+		for j := range r.Intn(7) {
+			node := g.genNode(k, j, c)
+			obs.Nodes = append(obs.Nodes, node)
+			nodeNames = append(nodeNames, node.Name)
+		}
+		if g.chance(0.1) {
+			obs.Reachable = false
+			obs.UnreachableSince = &unreachableSince
+		}
+		in.Observations[c.Name] = obs
+	}
+	for _, c := range in.Spec.Clusters {
+		obs := in.Observations[c.Name]
+		if obs == nil || !g.chance(0.2) || len(nodeNames) == 0 {
+			continue
+		}
+		other := in.Spec.Clusters[r.Intn(n)].Name
+		obs.ForeignPeers = append(obs.ForeignPeers,
+			kubev1alpha1.ForeignPeer{Name: PeerName(in.Namespace, in.Name, other, nodeNames[r.Intn(len(nodeNames))])},
+			kubev1alpha1.ForeignPeer{Name: "vpn", PublicKey: g.sharedKey()},
+		)
+	}
+	return in
+}
+
+// permuted is the same mesh with every list of nodes, the clusters of the
+// spec and the observation map rebuilt in another order.
+func permuted(in *Input, r *rand.Rand) *Input {
+	out := *in
+	out.Spec.Clusters = append([]meshv1alpha1.Cluster(nil), in.Spec.Clusters...)
+	r.Shuffle(len(out.Spec.Clusters), func(i, j int) {
+		out.Spec.Clusters[i], out.Spec.Clusters[j] = out.Spec.Clusters[j], out.Spec.Clusters[i]
+	})
+	names := make([]string, 0, len(in.Observations))
+	for name := range in.Observations {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	r.Shuffle(len(names), func(i, j int) { names[i], names[j] = names[j], names[i] })
+	out.Observations = make(map[string]*Observation, len(names))
+	for _, name := range names {
+		obs := *in.Observations[name]
+		obs.Nodes = append([]kubev1alpha1.ObservedNode(nil), obs.Nodes...)
+		r.Shuffle(len(obs.Nodes), func(i, j int) { obs.Nodes[i], obs.Nodes[j] = obs.Nodes[j], obs.Nodes[i] })
+		out.Observations[name] = &obs
+	}
+	return &out
+}
+
+// normalised is a plan with the parts that follow spec order sorted by
+// cluster name.
+func normalised(p *Plan) *Plan {
+	out := *p
+	out.Status.Clusters = append([]meshv1alpha1.ClusterStatus(nil), p.Status.Clusters...)
+	sort.Slice(out.Status.Clusters, func(i, j int) bool { return out.Status.Clusters[i].Name < out.Status.Clusters[j].Name })
+	out.Warnings = append([]Warning(nil), p.Warnings...)
+	for i := range out.Warnings {
+		// A NodeIPConflict message names, per address, one of the things
+		// it collides with, in the order they are met: compared by cluster
+		// and reason only.
+		if out.Warnings[i].Reason == ReasonNodeIPConflict {
+			out.Warnings[i].Message = ""
+		}
+	}
+	sort.SliceStable(out.Warnings, func(i, j int) bool { return out.Warnings[i].Cluster < out.Warnings[j].Cluster })
+	out.Pending = append([]string(nil), p.Pending...)
+	sort.Strings(out.Pending)
+	return &out
+}
+
+func TestPropertyOrderIndependent(t *testing.T) {
+	r := rand.New(rand.NewSource(1))
+	for i := range propertyIterations {
+		in := genInput(r)
+		want, err := Do(in)
+		if err != nil {
+			t.Fatalf("iteration %d: Do(...): %v", i, err)
+		}
+		again, err := Do(in)
+		if err != nil {
+			t.Fatalf("iteration %d: Do(...) again: %v", i, err)
+		}
+		if diff := cmp.Diff(want, again); diff != "" {
+			t.Fatalf("iteration %d: the same input planned twice differs: -first, +second:\n%s", i, diff)
+		}
+		for range 2 {
+			got, err := Do(permuted(in, r))
+			if err != nil {
+				t.Fatalf("iteration %d: Do(permuted): %v", i, err)
+			}
+			if diff := cmp.Diff(normalised(want), normalised(got)); diff != "" {
+				t.Fatalf("iteration %d: the plan depends on the order of nodes or clusters: -want, +got:\n%s", i, diff)
+			}
+		}
+	}
+}
+
+func TestPropertyPlanInvariants(t *testing.T) {
+	r := rand.New(rand.NewSource(2))
+	for i := range propertyIterations {
+		in := genInput(r)
+		p, err := Do(in)
+		if err != nil {
+			t.Fatalf("iteration %d: Do(...): %v", i, err)
+		}
+		t.Run(fmt.Sprint(i), func(t *testing.T) {
+			checkPlan(t, in, p)
+			checkAnchors(t, in, p)
+			checkCounts(t, in, p)
+		})
+		if t.Failed() {
+			return
+		}
+	}
+}
+
+// sourceOf is the cluster whose Peer this is.
+func sourceOf(peer kilov1alpha1.Peer) string {
+	return peer.Labels[meshv1alpha1.LabelSourceCluster]
+}
+
+// checkAnchors asserts that in every target each anchor CIDR of a source
+// that has Peers there is routed exactly once, through that source.
+func checkAnchors(t *testing.T, in *Input, p *Plan) {
+	t.Helper()
+	for target, peers := range p.Peers {
+		count := map[string]map[string]int{} // source -> CIDR -> Peers routing it
+		for _, peer := range peers {
+			src := sourceOf(peer)
+			if count[src] == nil {
+				count[src] = map[string]int{}
+			}
+			for _, a := range peer.Spec.AllowedIPs {
+				count[src][a]++
+			}
+		}
+		for _, c := range in.Spec.Clusters {
+			if count[c.Name] == nil {
+				continue
+			}
+			var anchor []meshv1alpha1.CIDR
+			if c.ServiceCIDR != nil {
+				anchor = append(anchor, *c.ServiceCIDR)
+			}
+			anchor = append(anchor, c.AdditionalCIDRs...)
+			for _, a := range anchor {
+				if n := count[c.Name][string(a)]; n != 1 {
+					t.Errorf("anchor CIDR %s of %s is routed by %d of its Peers in %s, want exactly 1", a, c.Name, n, target)
+				}
+				for src, cs := range count {
+					if src != c.Name && cs[string(a)] > 0 {
+						t.Errorf("anchor CIDR %s of %s is routed by a Peer of %s in %s", a, c.Name, src, target)
+					}
+				}
+			}
+		}
+	}
+}
+
+// checkCounts asserts that status counts what the plan holds, and that a
+// source's segments reach every other cluster unless a foreign Peer is in
+// the way.
+func checkCounts(t *testing.T, in *Input, p *Plan) {
+	t.Helper()
+	floor := 0
+	for _, c := range in.Spec.Clusters {
+		if c.PersistentKeepalive != nil && int(*c.PersistentKeepalive) > floor {
+			floor = int(*c.PersistentKeepalive)
+		}
+	}
+	if got, want := p.Status.ClusterCount, len(in.Spec.Clusters); got != want {
+		t.Errorf("status.clusterCount = %d, want %d", got, want)
+	}
+	total, skipped := 0, 0
+	written := map[string]map[string]int{} // source -> target -> Peers
+	for target, peers := range p.Peers {
+		total += len(peers)
+		for _, peer := range peers {
+			if written[sourceOf(peer)] == nil {
+				written[sourceOf(peer)] = map[string]int{}
+			}
+			written[sourceOf(peer)][target]++
+			if peer.Spec.PersistentKeepalive < floor {
+				t.Errorf("Peer %s in %s has keepalive %d below the mesh floor %d", peer.Name, target, peer.Spec.PersistentKeepalive, floor)
+			}
+		}
+	}
+	if p.Status.PeerCount != total {
+		t.Errorf("status.peerCount = %d, want the %d Peers planned", p.Status.PeerCount, total)
+	}
+	for i, c := range in.Spec.Clusters {
+		if i >= len(p.Status.Clusters) || p.Status.Clusters[i].Name != c.Name {
+			t.Fatalf("status lists the clusters in spec order: want %s at %d, got %+v", c.Name, i, p.Status.Clusters)
+		}
+		cs := p.Status.Clusters[i]
+		skipped += cs.SkippedNodes
+		obs := in.Observations[c.Name]
+		nodes := 0
+		if obs != nil {
+			nodes = len(obs.Nodes)
+		}
+		if cs.Nodes != nodes {
+			t.Errorf("status of %s: nodes = %d, want %d", c.Name, cs.Nodes, nodes)
+		}
+		if len(cs.Skipped) > 20 || len(cs.Skipped)+cs.MoreSkipped != cs.SkippedNodes {
+			t.Errorf("status of %s: %d listed and %d more skipped, %d skipped in all", c.Name, len(cs.Skipped), cs.MoreSkipped, cs.SkippedNodes)
+		}
+		if cs.SkippedNodes > cs.Nodes || cs.Segments > cs.Nodes-cs.SkippedNodes {
+			t.Errorf("status of %s: %d nodes, %d skipped, %d segments", c.Name, cs.Nodes, cs.SkippedNodes, cs.Segments)
+		}
+		sum := 0
+		for _, tc := range in.Spec.Clusters {
+			if tc.Name == c.Name {
+				continue
+			}
+			got := written[c.Name][tc.Name]
+			sum += got
+			conflicts := len(statusOf(p, tc.Name).Conflicts)
+			if got > cs.Segments || (conflicts == 0 && got != cs.Segments) {
+				t.Errorf("%d Peers of %s in %s, which has %d conflicts; %s has %d segments", got, c.Name, tc.Name, conflicts, c.Name, cs.Segments)
+			}
+		}
+		if cs.Peers != sum {
+			t.Errorf("status of %s: peers = %d, want the %d written into other clusters", c.Name, cs.Peers, sum)
+		}
+		if (obs == nil || obs.ObservedAt == nil) && (cs.Segments != 0 || cs.Reachable) {
+			t.Errorf("status of never observed %s: %+v", c.Name, cs)
+		}
+		if obs != nil && !obs.Reachable && (cs.Reachable || cs.UnreachableSince == nil) {
+			t.Errorf("status of unreachable %s: %+v", c.Name, cs)
+		}
+	}
+	if p.Status.SkippedNodeCount != skipped {
+		t.Errorf("status.skippedNodeCount = %d, want %d", p.Status.SkippedNodeCount, skipped)
+	}
+}

@@ -260,6 +260,7 @@ func (sc *sourceCluster) planSegments(g meshv1alpha1.Granularity) {
 	}
 
 	// WGIPDuplicate: the first node by name keeps the address.
+	sort.Slice(leaders, func(i, j int) bool { return leaders[i].obs.Name < leaders[j].obs.Name })
 	byIP := map[netip.Addr]*node{}
 	for _, n := range leaders {
 		if first, ok := byIP[n.wgIP]; ok {

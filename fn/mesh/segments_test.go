@@ -114,6 +114,19 @@ func TestSegments(t *testing.T) {
 				skipped: []skip{{"u1", ReasonNodeKeyDuplicate}, {"u2", ReasonSegmentNoLeader}},
 			},
 		},
+		"LocationWireguardIPDuplicateByName": {
+			reason: "Between leaders of two locations with one WireGuard address, the node whose name sorts first keeps it, not the leader of the location met first.",
+			g:      meshv1alpha1.GranularityLocation,
+			nodes: []kubev1alpha1.ObservedNode{
+				observedNode("e0", location("eu"), podCIDRs("10.1.9.0/24")),
+				nodeU1(wgIP("10.41.0.1/16")),
+				leaderNode("z1", "10.1.4.0/24", "10.41.0.1/16", 4, "203.0.113.4", location("eu")),
+			},
+			want: want{
+				peers:   []kilov1alpha1.Peer{wantPeer("a", "u1", 3, epU1, 0, "10.1.3.0/24", "192.168.2.1/32", "10.41.0.1/32")},
+				skipped: []skip{{"e0", ReasonSegmentNoLeader}, {"z1", ReasonWGIPDuplicate}},
+			},
+		},
 		"LocationMemberPodCIDROutOfRange": {
 			reason: "A member with a bad pod CIDR is skipped and left out of its location's allowedIPs.",
 			g:      meshv1alpha1.GranularityLocation,

@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"sort"
+	"strings"
 
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
@@ -157,6 +158,10 @@ func compose(rsp *fnv1.RunFunctionResponse, x *xrMesh, o *observed, plan *mesh.P
 	put := func(name string, s *structpb.Struct) {
 		desired[name] = &fnv1.Resource{Resource: s, Ready: ready(o.resources[name])}
 	}
+	kept := keepUnobserved(x, o, plan)
+	for name, r := range kept.objects {
+		put(name, r)
+	}
 
 	owned := stringMap(mesh.OwnedLabels(x.Namespace, x.Name))
 	conv := newConverter()
@@ -184,13 +189,17 @@ func compose(rsp *fnv1.RunFunctionResponse, x *xrMesh, o *observed, plan *mesh.P
 		case deliveryPeerSet:
 			// The PeerSet adds its selector labels to every Peer; each Peer
 			// carries only the label that is its own.
-			items := make([]*structpb.Value, len(peers))
+			items := make([]*structpb.Value, len(peers), len(peers)+len(kept.inSet[c.Name]))
 			for i := range peers {
 				items[i] = object(map[string]*structpb.Value{
 					"name":   str(peers[i].Name),
 					"labels": conv.sourceLabel(&peers[i]),
 					"spec":   conv.peerSpec(&peers[i].Spec),
 				})
+			}
+			if k := kept.inSet[c.Name]; len(k) > 0 {
+				items = append(items, k...)
+				sort.SliceStable(items, func(i, j int) bool { return peerNameOf(items[i]) < peerNameOf(items[j]) })
 			}
 			put(prefixPeerSet+c.Name, &structpb.Struct{Fields: map[string]*structpb.Value{
 				"apiVersion": str(kubev1alpha1.GroupVersion.String()),
@@ -204,10 +213,12 @@ func compose(rsp *fnv1.RunFunctionResponse, x *xrMesh, o *observed, plan *mesh.P
 				}),
 			}})
 		default:
+			target := object(map[string]*structpb.Value{labelTargetCluster: str(c.Name)})
 			for i := range peers {
 				put(prefixPeer+c.Name+"-"+peers[i].Name, &structpb.Struct{Fields: map[string]*structpb.Value{
 					"apiVersion": str(objectAPIVersion),
 					"kind":       str(objectKind),
+					"metadata":   object(map[string]*structpb.Value{"labels": target}),
 					"spec": object(map[string]*structpb.Value{
 						"providerConfigRef": ref,
 						"forProvider":       object(map[string]*structpb.Value{"manifest": conv.peer(&peers[i])}),
@@ -221,6 +232,70 @@ func compose(rsp *fnv1.RunFunctionResponse, x *xrMesh, o *observed, plan *mesh.P
 	}
 	rsp.Desired.Resources = desired
 	return nil
+}
+
+// A label on composed Objects: the member their Peer is written into.
+const labelTargetCluster = "kilomesh.io/target-cluster"
+
+// keptPeers are the composed Peers of members that have no observation.
+type keptPeers struct {
+	objects map[string]*structpb.Struct  // delivery Objects: by resource name
+	inSet   map[string][]*structpb.Value // delivery PeerSet: PeerSet items by target
+}
+
+// keepUnobserved keeps, as they are, the Peers already composed for members
+// that have no observation now. A member's inventory can lose its status
+// (deleted and composed anew, or its provider's state lost): that must not
+// remove the member's Peers everywhere until it is observed again. A member
+// never composed before has none to keep. The kept Peers count in the status.
+func keepUnobserved(x *xrMesh, o *observed, plan *mesh.Plan) keptPeers {
+	k := keptPeers{objects: map[string]*structpb.Struct{}, inSet: map[string][]*structpb.Value{}}
+	members := map[string]int{}
+	for i, c := range x.Spec.Clusters {
+		members[c.Name] = i
+	}
+	unobserved := func(src string) bool {
+		_, member := members[src]
+		_, observed := o.inventories[src]
+		return member && !observed
+	}
+	count := func(src string) {
+		plan.Status.Clusters[members[src]].Peers++
+		plan.Status.PeerCount++
+	}
+	for name, r := range o.resources {
+		s := r.GetResource()
+		switch {
+		case strings.HasPrefix(name, prefixPeer):
+			target := s.GetFields()["metadata"].GetStructValue().GetFields()["labels"].GetStructValue().GetFields()[labelTargetCluster].GetStringValue()
+			manifest := s.GetFields()["spec"].GetStructValue().GetFields()["forProvider"].GetStructValue().GetFields()["manifest"]
+			src := manifest.GetStructValue().GetFields()["metadata"].GetStructValue().GetFields()["labels"].GetStructValue().GetFields()[meshv1alpha1.LabelSourceCluster].GetStringValue()
+			if _, ok := members[target]; ok && target != src && unobserved(src) {
+				k.objects[name] = intent(s)
+				count(src)
+			}
+		case strings.HasPrefix(name, prefixPeerSet):
+			target := strings.TrimPrefix(name, prefixPeerSet)
+			if _, ok := members[target]; !ok {
+				continue
+			}
+			for _, item := range s.GetFields()["spec"].GetStructValue().GetFields()["forProvider"].GetStructValue().GetFields()["peers"].GetListValue().GetValues() {
+				src := item.GetStructValue().GetFields()["labels"].GetStructValue().GetFields()[meshv1alpha1.LabelSourceCluster].GetStringValue()
+				if target != src && unobserved(src) {
+					k.inSet[target] = append(k.inSet[target], proto.Clone(item).(*structpb.Value)) //nolint:forcetypeassert // Clone returns the type it is given.
+					count(src)
+				}
+			}
+		}
+	}
+	for _, items := range k.inSet {
+		sort.SliceStable(items, func(i, j int) bool { return peerNameOf(items[i]) < peerNameOf(items[j]) })
+	}
+	return k
+}
+
+func peerNameOf(item *structpb.Value) string {
+	return item.GetStructValue().GetFields()["name"].GetStringValue()
 }
 
 // freeze keeps every composed resource exactly as observed: nothing is

@@ -181,8 +181,10 @@ func wantObject(t *testing.T, peer, pcKind, pcName string) *structpb.Struct {
 	o := fromYAML(t, fmt.Sprintf(`
 apiVersion: kubernetes.m.crossplane.io/v1alpha1
 kind: Object
+metadata:
+  labels: {kilomesh.io/target-cluster: %[2]s}
 spec:
-  providerConfigRef: {kind: %s, name: %s}
+  providerConfigRef: {kind: %[1]s, name: %[2]s}
   forProvider: {}
 `, pcKind, pcName))
 	o.GetFields()["spec"].GetStructValue().GetFields()["forProvider"].GetStructValue().Fields = map[string]*structpb.Value{
@@ -226,6 +228,28 @@ status:
   - {name: cluster-a, reachable: true, lastObserved: "2026-11-22T01:00:00Z", nodes: 1, segments: 1, peers: 1, skippedNodes: 0}
   - {name: cluster-b, reachable: %t, lastObserved: "2026-11-22T01:00:00Z", %s nodes: 1, segments: 1, peers: 1, skippedNodes: 0}
 `, reachableB, unreachable))
+}
+
+// unobservedStatus is the status of the two-cluster mesh while cluster-b has
+// no observation and its one Peer in cluster-a is kept.
+func unobservedStatus(t *testing.T) *structpb.Struct {
+	t.Helper()
+	return fromYAML(t, `
+status:
+  clusterCount: 2
+  peerCount: 2
+  clusters:
+  - {name: cluster-a, reachable: true, lastObserved: "2026-11-22T01:00:00Z", nodes: 1, segments: 1, peers: 1, skippedNodes: 0}
+  - {name: cluster-b, reachable: false, nodes: 0, segments: 0, peers: 1, skippedNodes: 0}
+`)
+}
+
+func unobservedConditions() []*fnv1.Condition {
+	return []*fnv1.Condition{
+		wantCondition("NetworksOverlap", fnv1.Status_STATUS_CONDITION_FALSE, "NoOverlap", nil),
+		wantCondition("ClustersReachable", fnv1.Status_STATUS_CONDITION_UNKNOWN, "Observing", ptr("waiting for the first observation of cluster-b")),
+		wantCondition("Converged", fnv1.Status_STATUS_CONDITION_FALSE, "NodesPending", ptr("cluster cluster-b has not been observed yet")),
+	}
 }
 
 func TestRunFunction(t *testing.T) {
@@ -368,6 +392,60 @@ spec: {forProvider: {manifest: {kind: Peer}}}
 						Severity: fnv1.Severity_SEVERITY_WARNING, Reason: ptr("MeshFrozen"), Target: fnv1.Target_TARGET_COMPOSITE.Enum(),
 						Message: "the mesh is frozen, no Peer is changed until this is fixed: " + msg,
 					}},
+				}}
+			},
+		},
+		"KeepsComposedPeersOfUnobservedMember": {
+			reason: "A member whose inventory has no observation (say it was composed anew) keeps its already composed Peers everywhere instead of losing them until it is observed again.",
+			req: func(t *testing.T) *fnv1.RunFunctionRequest {
+				obs := observedTwo(t, "True")
+				delete(obs, "inventory-cluster-b")
+				obs["peer-cluster-a-mesh-cluster-b-node-b1-2709b7b3"] = &fnv1.Resource{Resource: wantObject(t, peerOfB, "ProviderConfig", "cluster-a")}
+				obs["peer-cluster-a-mesh-cluster-b-node-b1-2709b7b3"].Resource.GetFields()["metadata"].GetStructValue().Fields["name"] = structpb.NewStringValue("mesh-3f9a")
+				obs["peer-cluster-a-mesh-cluster-b-node-b1-2709b7b3"].Resource.Fields["status"] = structpb.NewStructValue(fromYAML(t, `{conditions: [{type: Ready, status: "True"}]}`))
+				return request(xr(t, "Objects", "10.2.0.0/16"), obs, noOtherMeshes)
+			},
+			want: func(t *testing.T) want {
+				kept := wantObject(t, peerOfB, "ProviderConfig", "cluster-a")
+				kept.GetFields()["metadata"].GetStructValue().Fields["name"] = structpb.NewStringValue("mesh-3f9a")
+				return want{rsp: &fnv1.RunFunctionResponse{
+					Meta:         meta(),
+					Requirements: requirements(),
+					Desired: &fnv1.State{
+						Composite: &fnv1.Resource{Resource: unobservedStatus(t)},
+						Resources: map[string]*fnv1.Resource{
+							"inventory-cluster-a": {Resource: fromYAML(t, inventoryA), Ready: fnv1.Ready_READY_TRUE},
+							"inventory-cluster-b": {Resource: fromYAML(t, inventoryB), Ready: fnv1.Ready_READY_FALSE},
+							"peer-cluster-a-mesh-cluster-b-node-b1-2709b7b3": {Resource: kept, Ready: fnv1.Ready_READY_TRUE},
+							"peer-cluster-b-mesh-cluster-a-node-a1-713f87bb": {Resource: wantObject(t, peerOfA, "ClusterProviderConfig", "cluster-b"), Ready: fnv1.Ready_READY_FALSE},
+						},
+					},
+					Conditions: unobservedConditions(),
+				}}
+			},
+		},
+		"KeepsPeerSetPeersOfUnobservedMember": {
+			reason: "With delivery PeerSet the kept Peers of an unobserved member stay in the PeerSet of every other member.",
+			req: func(t *testing.T) *fnv1.RunFunctionRequest {
+				obs := observedTwo(t, "True")
+				delete(obs, "inventory-cluster-b")
+				obs["peerset-cluster-a"] = &fnv1.Resource{Resource: peerSet(t, peerOfB, "ProviderConfig", "cluster-a")}
+				return request(xr(t, "PeerSet", "10.2.0.0/16"), obs, noOtherMeshes)
+			},
+			want: func(t *testing.T) want {
+				return want{rsp: &fnv1.RunFunctionResponse{
+					Meta:         meta(),
+					Requirements: requirements(),
+					Desired: &fnv1.State{
+						Composite: &fnv1.Resource{Resource: unobservedStatus(t)},
+						Resources: map[string]*fnv1.Resource{
+							"inventory-cluster-a": {Resource: fromYAML(t, inventoryA), Ready: fnv1.Ready_READY_TRUE},
+							"inventory-cluster-b": {Resource: fromYAML(t, inventoryB), Ready: fnv1.Ready_READY_FALSE},
+							"peerset-cluster-a":   {Resource: peerSet(t, peerOfB, "ProviderConfig", "cluster-a"), Ready: fnv1.Ready_READY_FALSE},
+							"peerset-cluster-b":   {Resource: peerSet(t, peerOfA, "ClusterProviderConfig", "cluster-b"), Ready: fnv1.Ready_READY_FALSE},
+						},
+					},
+					Conditions: unobservedConditions(),
 				}}
 			},
 		},

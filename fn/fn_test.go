@@ -414,8 +414,8 @@ spec: {forProvider: {manifest: {kind: Peer}}}
 					Desired: &fnv1.State{
 						Composite: &fnv1.Resource{Resource: unobservedStatus(t)},
 						Resources: map[string]*fnv1.Resource{
-							"inventory-cluster-a": {Resource: fromYAML(t, inventoryA), Ready: fnv1.Ready_READY_TRUE},
-							"inventory-cluster-b": {Resource: fromYAML(t, inventoryB), Ready: fnv1.Ready_READY_FALSE},
+							"inventory-cluster-a":                            {Resource: fromYAML(t, inventoryA), Ready: fnv1.Ready_READY_TRUE},
+							"inventory-cluster-b":                            {Resource: fromYAML(t, inventoryB), Ready: fnv1.Ready_READY_FALSE},
 							"peer-cluster-a-mesh-cluster-b-node-b1-2709b7b3": {Resource: kept, Ready: fnv1.Ready_READY_TRUE},
 							"peer-cluster-b-mesh-cluster-a-node-a1-713f87bb": {Resource: wantObject(t, peerOfA, "ClusterProviderConfig", "cluster-b"), Ready: fnv1.Ready_READY_FALSE},
 						},

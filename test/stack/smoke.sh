@@ -2,7 +2,9 @@
 # Checks a running stack: every apiserver answers, clusters are isolated, the
 # least-privilege kubeconfig of member-kubeconfig.sh can do exactly its job,
 # and namespace deletion and ownerRef garbage collection complete in the
-# management cluster. Leaves the stack as it found it.
+# management cluster. Its probe objects are removed again; the kilomesh
+# identity of member-rbac.yaml stays in every cluster that has a
+# kube-controller-manager (applying it again is harmless).
 #
 #   test/stack/up.sh && test/stack/smoke.sh; test/stack/down.sh
 set -euo pipefail

@@ -217,6 +217,15 @@ func TestDiscoveredEndpoints(t *testing.T) {
 				inC: wantPeer("a", "a1", 1, own, 0, "10.1.1.0/24", "192.0.2.7/32", "10.41.0.1/32"),
 			},
 		},
+		"OwnEndpointNotRoutedWhereDiscovered": {
+			reason: "The segment's own endpoint address stays out of its Peer in a target that dials a discovered endpoint instead.",
+			a1:     nodeA1(internalIPs("203.0.113.1")),
+			b1:     nodeB1(discovered(discoveredJSON(testKey(1), "192.0.2.7", 40000))),
+			want: want{
+				inB: wantPeer("a", "a1", 1, ipEndpoint("192.0.2.7", 40000), 0, "10.1.1.0/24", "10.41.0.1/32"),
+				inC: wantPeer("a", "a1", 1, own, 0, "10.1.1.0/24", "10.41.0.1/32"),
+			},
+		},
 		"MalformedJSON": {
 			reason: "Malformed discovered-endpoints are not used and are reported on the cluster whose node carries them.",
 			a1:     nodeA1(),

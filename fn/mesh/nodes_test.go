@@ -21,6 +21,8 @@ func nodeA2(opts ...nodeOpt) kubev1alpha1.ObservedNode {
 	return leaderNode("a2", "10.1.2.0/24", "10.41.0.2/16", 2, "203.0.113.2", opts...)
 }
 
+// TestNodeChecks runs the checks of §3 on a node a2 of cluster a
+// (podCIDRs 10.1.0.0/16 and fd01::/48, wireguardCIDR 10.41.0.0/16).
 func TestNodeChecks(t *testing.T) {
 	type want struct {
 		skipped []skip
@@ -68,8 +70,28 @@ func TestNodeChecks(t *testing.T) {
 		},
 		"DualStackSecondOutOfRange": {
 			reason: "Every pod CIDR of a dual-stack node is checked: a bad IPv6 one skips it although the IPv4 one is fine.",
-			nodes:  []kubev1alpha1.ObservedNode{nodeA1(), nodeA2(podCIDRs("10.1.2.0/24", "fd00:9::/64"))},
+			nodes:  []kubev1alpha1.ObservedNode{nodeA1(), nodeA2(podCIDRs("10.1.2.0/24", "fd09:0:0:2::/64"))},
 			want:   want{skipped: []skip{{"a2", ReasonNodePodCIDROutOfRange}}, leaders: []string{"a1"}},
+		},
+		"DualStackFirstOutOfRange": {
+			reason: "A bad IPv4 pod CIDR skips a dual-stack node although its IPv6 one is fine.",
+			nodes:  []kubev1alpha1.ObservedNode{nodeA1(), nodeA2(podCIDRs("10.9.2.0/24", "fd01:0:0:2::/64"))},
+			want:   want{skipped: []skip{{"a2", ReasonNodePodCIDROutOfRange}}, leaders: []string{"a1"}},
+		},
+		"DualStackInRange": {
+			reason: "A dual-stack node whose pod CIDRs are each inside one of the cluster's podCIDRs passes.",
+			nodes:  []kubev1alpha1.ObservedNode{nodeA1(), nodeA2(podCIDRs("10.1.2.0/24", "fd01:0:0:2::/64"))},
+			want:   want{leaders: []string{"a1", "a2"}},
+		},
+		"PodCIDRLargerSameNetwork": {
+			reason: "A pod CIDR that starts at the cluster's network but is larger is not wholly inside it.",
+			nodes:  []kubev1alpha1.ObservedNode{nodeA1(), nodeA2(podCIDRs("10.1.2.0/24", "fd01::/47"))},
+			want:   want{skipped: []skip{{"a2", ReasonNodePodCIDROutOfRange}}, leaders: []string{"a1"}},
+		},
+		"PodCIDREqualsCluster": {
+			reason: "A pod CIDR equal to the cluster's is wholly inside it.",
+			nodes:  []kubev1alpha1.ObservedNode{nodeA1(podCIDRs("10.1.0.0/16"))},
+			want:   want{leaders: []string{"a1"}},
 		},
 		"NoWireguardIP": {
 			reason: "A node without kilo.squat.ai/wireguard-ip is skipped with NodeNoWireguardIP.",
@@ -238,7 +260,9 @@ func TestNodeChecks(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			p, err := Do(twoClusters(meshv1alpha1.GranularityNode, tc.nodes...))
+			in := twoClusters(meshv1alpha1.GranularityNode, tc.nodes...)
+			in.Spec.Clusters[0] = clusterA(withPods("10.1.0.0/16", "fd01::/48"))
+			p, err := Do(in)
 			if err != nil {
 				t.Fatalf("\n%s\nDo(...): unexpected error: %v", tc.reason, err)
 			}

@@ -377,3 +377,28 @@ func TestWarnings(t *testing.T) {
 		})
 	}
 }
+
+func TestRemovedCluster(t *testing.T) {
+	// c was a member: its inventory is still observed, but the spec no
+	// longer lists it.
+	in := meshInput([]meshv1alpha1.Cluster{clusterA(), clusterB()}, map[string]*Observation{
+		"a": observation(nodeA1()),
+		"b": observation(nodeB1()),
+		"c": observation(leaderNode("c1", "10.3.1.0/24", "10.43.0.1/16", 201, "198.51.100.201")),
+	})
+	p, err := Do(in)
+	if err != nil {
+		t.Fatalf("Do(...): unexpected error: %v", err)
+	}
+	got := map[string][]string{}
+	for target := range p.Peers {
+		got[target] = namesIn(p, target)
+	}
+	want := map[string][]string{"a": peerNames("b", "b1"), "b": peerNames("a", "a1")}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("A cluster removed from the spec holds no Peers of the mesh and has none in the others.\nDo(...): -want, +got:\n%s", diff)
+	}
+	if n := len(p.Status.Clusters); n != 2 {
+		t.Errorf("A cluster removed from the spec is not reported: %d clusters in status", n)
+	}
+}

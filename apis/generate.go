@@ -20,3 +20,6 @@ package apis
 
 // The ClusterMesh XRD, from the ClusterMesh CRD.
 //go:generate go run ./internal/xrdgen -crd ../.cache/gen/xr/kilomesh.io_clustermeshes.yaml -out ../package/configuration/xrd.yaml
+
+// The configuration reference, from the XRD and the CRDs.
+//go:generate go run ./internal/docgen -xrd ../package/configuration/xrd.yaml -crds ../package/provider/crds -out ../docs/reference.md

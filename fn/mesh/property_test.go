@@ -422,6 +422,14 @@ func checkCounts(t *testing.T, in *Input, p *Plan) {
 			t.Errorf("status of unreachable %s: %+v", c.Name, cs)
 		}
 	}
+	warned := map[warning]bool{}
+	for _, w := range p.Warnings {
+		key := warning{w.Cluster, w.Reason}
+		if warned[key] {
+			t.Errorf("two warnings of cluster %s for %s: one per cluster and reason", w.Cluster, w.Reason)
+		}
+		warned[key] = true
+	}
 	if p.Status.SkippedNodeCount != skipped {
 		t.Errorf("status.skippedNodeCount = %d, want %d", p.Status.SkippedNodeCount, skipped)
 	}

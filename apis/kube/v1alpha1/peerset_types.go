@@ -18,15 +18,83 @@ type DesiredPeer struct {
 	// +optional
 	Labels map[string]string `json:"labels,omitempty"`
 	// Spec of the Peer.
-	Spec kilov1alpha1.PeerSpec `json:"spec"`
+	Spec PeerSpec `json:"spec"`
+}
+
+// A PeerSpec is the spec of a Kilo Peer as a PeerSet carries it: Kilo's
+// fields with their types but without Kilo's value rules. provider-kilomesh
+// checks every Peer with Kilo's rules before it applies it, and reports an
+// invalid Peer while it applies the others; rules in this schema would
+// instead reject the whole set (and, over thousands of Peers, exceed the API
+// server's CEL cost budget).
+type PeerSpec struct {
+	// AllowedIPs are the networks routed to this peer, as CIDRs.
+	// +optional
+	AllowedIPs []string `json:"allowedIPs"`
+
+	// Endpoint is the initial address of the peer.
+	// +optional
+	Endpoint *PeerEndpoint `json:"endpoint,omitempty"`
+
+	// PersistentKeepalive is the keepalive interval in seconds.
+	// +optional
+	PersistentKeepalive int `json:"persistentKeepalive,omitempty"`
+
+	// PresharedKey is an optional symmetric key for the peer.
+	// +optional
+	PresharedKey string `json:"presharedKey,omitempty"`
+
+	// PublicKey is the WireGuard public key of the peer.
+	// +optional
+	PublicKey string `json:"publicKey"`
+}
+
+// A PeerEndpoint is the address and UDP port of a peer.
+type PeerEndpoint struct {
+	// DNSOrIP is the host of the endpoint.
+	DNSOrIP DNSOrIP `json:"dnsOrIP"`
+
+	// Port is the UDP port of the endpoint.
+	// +optional
+	Port uint32 `json:"port"`
+}
+
+// A DNSOrIP is a DNS name or an IP address.
+type DNSOrIP struct {
+	// DNS name of the endpoint.
+	// +optional
+	DNS string `json:"dns,omitempty"`
+
+	// IP address of the endpoint.
+	// +optional
+	IP string `json:"ip,omitempty"`
+}
+
+// Kilo returns the spec as Kilo's Peer spec.
+func (s *PeerSpec) Kilo() kilov1alpha1.PeerSpec {
+	out := kilov1alpha1.PeerSpec{
+		AllowedIPs:          append([]string(nil), s.AllowedIPs...),
+		PersistentKeepalive: s.PersistentKeepalive,
+		PresharedKey:        s.PresharedKey,
+		PublicKey:           s.PublicKey,
+	}
+	if s.Endpoint != nil {
+		out.Endpoint = &kilov1alpha1.PeerEndpoint{
+			DNSOrIP: kilov1alpha1.DNSOrIP{DNS: s.Endpoint.DNSOrIP.DNS, IP: s.Endpoint.DNSOrIP.IP},
+			Port:    s.Endpoint.Port,
+		}
+	}
+	return out
 }
 
 // PeerSetParameters are the Peers a PeerSet keeps in its cluster.
 type PeerSetParameters struct {
 	// Selector holds the labels that mark the Peers this set owns in the
 	// cluster. The set creates, corrects and deletes only Peers that carry
-	// all of them.
+	// all of them. It cannot change: Peers labelled with an old selector
+	// would no longer be recognised as the set's own.
 	// +kubebuilder:validation:MinProperties=1
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="selector is immutable"
 	Selector map[string]string `json:"selector"`
 
 	// Peers the set keeps in the cluster.

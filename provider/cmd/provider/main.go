@@ -111,7 +111,7 @@ func (c *CLI) Run() error {
 
 	ctx := ctrl.SetupSignalHandler()
 	reg := remote.NewRegistry(ctx, remote.WithCoalesce(c.Coalesce))
-	if err := pcontroller.Setup(mgr, o, reg); err != nil {
+	if err := pcontroller.Setup(mgr, o, pcontroller.Deps{Registry: reg}); err != nil {
 		return errors.Wrap(err, errSetup)
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {

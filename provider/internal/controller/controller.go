@@ -21,6 +21,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -38,14 +39,29 @@ import (
 
 const errScheme = "cannot build the scheme"
 
+// Deps are what the controllers share.
+type Deps struct {
+	// Registry shares the watches of member clusters.
+	Registry *remote.Registry
+
+	// InCluster loads the provider's own identity for configs whose
+	// credentials source is InjectedIdentity. Defaults to the pod's.
+	InCluster func() (*rest.Config, error)
+}
+
 // Setup adds the NodeInventory and PeerSet controllers to the manager. They
-// share one registry of member-cluster watches and one usage tracker.
-func Setup(mgr ctrl.Manager, o controller.Options, reg *remote.Registry) error {
+// share one registry of member-cluster watches, one usage tracker and one
+// credentials resolver.
+func Setup(mgr ctrl.Manager, o controller.Options, d Deps) error {
 	usage := clients.NewUsageTracker(mgr.GetClient())
-	if err := nodeinventory.Setup(mgr, o, reg, usage); err != nil {
+	res := clients.NewResolver(mgr.GetClient())
+	if d.InCluster != nil {
+		res.InCluster = d.InCluster
+	}
+	if err := nodeinventory.Setup(mgr, o, d.Registry, usage, res); err != nil {
 		return err
 	}
-	return peerset.Setup(mgr, o, reg, usage)
+	return peerset.Setup(mgr, o, d.Registry, usage, res)
 }
 
 // NewScheme returns the scheme of provider-kilomesh's control-plane client.

@@ -19,6 +19,7 @@ package remote
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	kerrors "k8s.io/apimachinery/pkg/api/errors"
@@ -46,6 +47,11 @@ type feed struct {
 	store  cache.Store
 	ctl    cache.Controller
 	cancel context.CancelFunc
+
+	// listed is set once the first list is in the store. The event
+	// handlers read it instead of asking the informer, which holds its
+	// queue's lock while it calls them.
+	listed atomic.Bool
 
 	mu  sync.Mutex
 	err error
@@ -76,7 +82,7 @@ func startFeed(ctx context.Context, what string, lw lister, obj runtime.Object, 
 		Transform:  transform,
 		Handler: cache.ResourceEventHandlerFuncs{
 			AddFunc: func(_ any) {
-				if f.ctl.HasSynced() {
+				if f.listed.Load() {
 					changed()
 				}
 			},
@@ -91,6 +97,7 @@ func startFeed(ctx context.Context, what string, lw lister, obj runtime.Object, 
 	go f.ctl.RunWithContext(ctx)
 	go func() {
 		if cache.WaitForCacheSync(ctx.Done(), f.ctl.HasSynced) {
+			f.listed.Store(true)
 			changed()
 		}
 	}()

@@ -25,6 +25,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -53,10 +54,10 @@ const (
 )
 
 // Setup adds a controller that reconciles NodeInventories.
-func Setup(mgr ctrl.Manager, o controller.Options, reg *remote.Registry, usage *clients.UsageTracker) error {
+func Setup(mgr ctrl.Manager, o controller.Options, reg *remote.Registry, usage *clients.UsageTracker, res *clients.Resolver) error {
 	name := managed.ControllerName(v1alpha1.NodeInventoryKind)
 	c := &connector{
-		resolver: clients.NewResolver(mgr.GetClient()),
+		resolver: res,
 		usage:    usage,
 		registry: reg,
 		now:      time.Now,
@@ -135,9 +136,14 @@ type external struct {
 // (or when the inventory recovers from an error), so the heartbeats of Kilo
 // and the kubelet cause no writes.
 func (e *external) Observe(ctx context.Context, cr *v1alpha1.NodeInventory) (managed.ExternalObservation, error) {
-	sel, err := metav1.LabelSelectorAsSelector(cr.Spec.ForProvider.NodeSelector)
-	if err != nil {
-		return managed.ExternalObservation{}, errors.Wrap(err, errSelector)
+	// An absent selector selects every Node (LabelSelectorAsSelector
+	// would select none).
+	sel := labels.Everything()
+	if s := cr.Spec.ForProvider.NodeSelector; s != nil {
+		var err error
+		if sel, err = metav1.LabelSelectorAsSelector(s); err != nil {
+			return managed.ExternalObservation{}, errors.Wrap(err, errSelector)
+		}
 	}
 	nodes, err := e.cluster.Nodes(ctx)
 	if err != nil {

@@ -75,10 +75,10 @@ const workers = 16
 const maxListed = 5
 
 // Setup adds a controller that reconciles PeerSets.
-func Setup(mgr ctrl.Manager, o controller.Options, reg *remote.Registry, usage *clients.UsageTracker) error {
+func Setup(mgr ctrl.Manager, o controller.Options, reg *remote.Registry, usage *clients.UsageTracker, res *clients.Resolver) error {
 	name := managed.ControllerName(v1alpha1.PeerSetKind)
 	c := &connector{
-		resolver: clients.NewResolver(mgr.GetClient()),
+		resolver: res,
 		usage:    usage,
 		registry: reg,
 	}

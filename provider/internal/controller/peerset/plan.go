@@ -151,7 +151,7 @@ func Desired(selector map[string]string, d *v1alpha1.DesiredPeer) *kilov1alpha1.
 	return &kilov1alpha1.Peer{
 		TypeMeta:   metav1.TypeMeta{APIVersion: kilov1alpha1.APIVersion, Kind: kilov1alpha1.Kind},
 		ObjectMeta: metav1.ObjectMeta{Name: d.Name, Labels: l},
-		Spec:       *d.Spec.DeepCopy(),
+		Spec:       d.Spec.Kilo(),
 	}
 }
 

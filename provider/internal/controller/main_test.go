@@ -1,0 +1,274 @@
+/*
+Copyright 2026 The kilomesh Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package controller_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	kerrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	xpv2 "github.com/crossplane/crossplane/apis/v2/core/v2"
+
+	"github.com/crossplane/crossplane-runtime/v2/pkg/controller"
+	"github.com/crossplane/crossplane-runtime/v2/pkg/feature"
+	"github.com/crossplane/crossplane-runtime/v2/pkg/logging"
+	"github.com/crossplane/crossplane-runtime/v2/pkg/ratelimiter"
+
+	"github.com/kilomesh/kilomesh/apis/kube/v1alpha1"
+	"github.com/kilomesh/kilomesh/provider/internal/clients"
+	pcontroller "github.com/kilomesh/kilomesh/provider/internal/controller"
+	"github.com/kilomesh/kilomesh/provider/internal/remote"
+	"github.com/kilomesh/kilomesh/provider/internal/testenv"
+)
+
+// The control plane and the provider run once for every test of this
+// package. The poll interval is an hour: everything the tests see happen is
+// driven by watches.
+var cp struct {
+	cfg  *rest.Config
+	kube client.WithWatch
+	reg  *remote.Registry
+
+	mu        sync.Mutex
+	inCluster *rest.Config
+}
+
+// wait bounds every wait for an eventual state; it is a deadline for a hung
+// test, not a performance assertion.
+const wait = 90 * time.Second
+
+func TestMain(m *testing.M) {
+	if !testenv.Enabled() {
+		fmt.Println("skipping the provider's API server tests: " + testenv.SkipMessage)
+		os.Exit(m.Run())
+	}
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	env, cfg, err := testenv.ControlPlane()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer env.Stop() //nolint:errcheck // Best effort at the end of the tests.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+
+	s, err := pcontroller.NewScheme()
+	if err == nil {
+		err = testenv.AddProviderKubernetesToScheme(s)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	mo := pcontroller.ManagerOptions(s)
+	mo.Metrics.BindAddress = "0"
+	mo.HealthProbeBindAddress = "0"
+	mgr, err := ctrl.NewManager(cfg, mo)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	log := logging.NewNopLogger()
+	if os.Getenv("PROVIDER_TEST_DEBUG") != "" {
+		zl := zap.New(zap.UseDevMode(true))
+		ctrl.SetLogger(zl)
+		log = logging.NewLogrLogger(zl)
+	}
+	cp.reg = remote.NewRegistry(ctx, remote.WithCoalesce(100*time.Millisecond))
+	o := controller.Options{
+		Logger:                  log,
+		PollInterval:            time.Hour,
+		MaxConcurrentReconciles: 4,
+		GlobalRateLimiter:       ratelimiter.NewGlobal(1000),
+		Features:                &feature.Flags{},
+	}
+	inCluster := func() (*rest.Config, error) {
+		cp.mu.Lock()
+		defer cp.mu.Unlock()
+		if cp.inCluster == nil {
+			return nil, rest.ErrNotInCluster
+		}
+		return rest.CopyConfig(cp.inCluster), nil
+	}
+	if err := pcontroller.Setup(mgr, o, pcontroller.Deps{Registry: cp.reg, InCluster: inCluster}); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	if err := testenv.SetupProviderConfigProtection(mgr); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	go func() {
+		if err := mgr.Start(ctx); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+		}
+	}()
+	cp.cfg = cfg
+	cp.kube, err = client.NewWithWatch(cfg, client.Options{Scheme: s})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	return m.Run()
+}
+
+func needAPIServers(t *testing.T) {
+	t.Helper()
+	if cp.cfg == nil {
+		t.Skip(testenv.SkipMessage)
+	}
+}
+
+// eventually calls fn until it returns nil, failing the test with fn's last
+// error after the deadline.
+func eventually(t *testing.T, what string, fn func() error) {
+	t.Helper()
+	deadline := time.Now().Add(wait)
+	for {
+		err := fn()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: still not true after %s: %v", what, wait, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+var nsSeq struct {
+	sync.Mutex
+	n int
+}
+
+// namespace creates a fresh namespace in the control plane.
+func namespace(t *testing.T) string {
+	t.Helper()
+	nsSeq.Lock()
+	nsSeq.n++
+	name := fmt.Sprintf("t%d-%s", nsSeq.n, strings.ToLower(strings.NewReplacer("/", "-", "_", "-").Replace(t.Name())))
+	nsSeq.Unlock()
+	if len(name) > 60 {
+		name = strings.TrimRight(name[:60], "-")
+	}
+	if err := cp.kube.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}); err != nil {
+		t.Fatal(err)
+	}
+	return name
+}
+
+// providerConfig stores a kubeconfig in a Secret of ns and creates a
+// namespaced provider-kubernetes ProviderConfig that uses it.
+func providerConfig(t *testing.T, ns, name string, kubeconfig []byte) {
+	t.Helper()
+	ctx := context.Background()
+	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Data: map[string][]byte{"kubeconfig": kubeconfig}}
+	if err := cp.kube.Create(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	pc := pkConfig(clients.KindProviderConfig, ns, name, map[string]any{
+		"credentials": map[string]any{
+			"source":    "Secret",
+			"secretRef": map[string]any{"namespace": ns, "name": name, "key": "kubeconfig"},
+		},
+	})
+	if err := cp.kube.Create(ctx, pc); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func pkConfig(kind, ns, name string, spec map[string]any) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{Object: map[string]any{"spec": spec}}
+	u.SetAPIVersion(clients.Group + "/" + clients.Version)
+	u.SetKind(kind)
+	u.SetNamespace(ns)
+	u.SetName(name)
+	return u
+}
+
+func ref(kind, name string) *xpv2.ProviderConfigReference {
+	return &xpv2.ProviderConfigReference{Kind: kind, Name: name}
+}
+
+// condition returns a managed resource's condition of type ct.
+func condition(mg interface {
+	GetCondition(xpv2.ConditionType) xpv2.Condition
+}, ct xpv2.ConditionType,
+) xpv2.Condition {
+	return mg.GetCondition(ct)
+}
+
+func getInventory(ns, name string) (*v1alpha1.NodeInventory, error) {
+	ni := &v1alpha1.NodeInventory{}
+	return ni, cp.kube.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, ni)
+}
+
+func getPeerSet(ns, name string) (*v1alpha1.PeerSet, error) {
+	ps := &v1alpha1.PeerSet{}
+	return ps, cp.kube.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, ps)
+}
+
+// gone returns nil once the object no longer exists.
+func gone(obj client.Object) func() error {
+	return func() error {
+		err := cp.kube.Get(context.Background(), client.ObjectKeyFromObject(obj), obj)
+		if kerrors.IsNotFound(err) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		return fmt.Errorf("%s still exists (finalizers %v)", obj.GetName(), obj.GetFinalizers())
+	}
+}
+
+// synced returns nil when the condition Synced has the wanted status and
+// its message contains msg.
+func synced(get func() (interface {
+	GetCondition(xpv2.ConditionType) xpv2.Condition
+}, error), status corev1.ConditionStatus, msg string,
+) func() error {
+	return func() error {
+		mg, err := get()
+		if err != nil {
+			return err
+		}
+		c := condition(mg, xpv2.TypeSynced)
+		if c.Status != status || !strings.Contains(c.Message, msg) {
+			return fmt.Errorf("Synced is %s %q, want %s containing %q", c.Status, c.Message, status, msg)
+		}
+		return nil
+	}
+}
+
+func isConflict(err error) bool { return kerrors.IsConflict(err) }

@@ -1,0 +1,432 @@
+/*
+Copyright 2026 The kilomesh Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package controller_test
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	xpv2 "github.com/crossplane/crossplane/apis/v2/core/v2"
+
+	kilov1alpha1 "github.com/kilomesh/kilomesh/apis/kilo/v1alpha1"
+	"github.com/kilomesh/kilomesh/apis/kube/v1alpha1"
+	"github.com/kilomesh/kilomesh/provider/internal/clients"
+	"github.com/kilomesh/kilomesh/provider/internal/testenv"
+)
+
+const (
+	keyA = "QUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUE="
+	keyB = "QkJCQkJCQkJCQkJCQkJCQkJCQkJCQkJCQkJCQkJCQkI="
+	keyC = "Q0NDQ0NDQ0NDQ0NDQ0NDQ0NDQ0NDQ0NDQ0NDQ0NDQ0M="
+	keyD = "RERERERERERERERERERERERERERERERERERERERERE0="
+)
+
+// node creates a Node in the member cluster and sets its status.
+func node(t *testing.T, c client.Client, name string, labels, annotations map[string]string, podCIDRs []string, addrs []corev1.NodeAddress, ready corev1.ConditionStatus) {
+	t.Helper()
+	ctx := context.Background()
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels, Annotations: annotations}}
+	n.Spec.PodCIDRs = podCIDRs
+	if len(podCIDRs) > 0 {
+		n.Spec.PodCIDR = podCIDRs[0]
+	}
+	if err := c.Create(ctx, n); err != nil {
+		t.Fatal(err)
+	}
+	n.Status.Addresses = addrs
+	if ready != "" {
+		n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: ready, LastHeartbeatTime: metav1.Now()}}
+	}
+	if err := c.Status().Update(ctx, n); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// mutateNode changes a Node (or its status) and retries on conflicts.
+func mutateNode(t *testing.T, c client.Client, name string, status bool, fn func(n *corev1.Node)) {
+	t.Helper()
+	ctx := context.Background()
+	for {
+		n := &corev1.Node{}
+		if err := c.Get(ctx, client.ObjectKey{Name: name}, n); err != nil {
+			t.Fatal(err)
+		}
+		fn(n)
+		var err error
+		if status {
+			err = c.Status().Update(ctx, n)
+		} else {
+			err = c.Update(ctx, n)
+		}
+		if err == nil {
+			return
+		}
+		if !isConflict(err) {
+			t.Fatal(err)
+		}
+	}
+}
+
+func inventory(t *testing.T, ns, name, pc string, params v1alpha1.NodeInventoryParameters) *v1alpha1.NodeInventory {
+	t.Helper()
+	ni := &v1alpha1.NodeInventory{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+	ni.Spec.ForProvider = params
+	ni.Spec.ProviderConfigReference = ref(clients.KindProviderConfig, pc)
+	if err := cp.kube.Create(context.Background(), ni); err != nil {
+		t.Fatal(err)
+	}
+	return ni
+}
+
+// published waits until an inventory publishes want (observedAt aside) and
+// is Ready and Synced, and returns it.
+func published(t *testing.T, ns, name string, want []v1alpha1.ObservedNode) *v1alpha1.NodeInventory {
+	t.Helper()
+	var got *v1alpha1.NodeInventory
+	eventually(t, "inventory "+name+" publishes the expected nodes", func() error {
+		ni, err := getInventory(ns, name)
+		if err != nil {
+			return err
+		}
+		if d := cmp.Diff(want, ni.Status.AtProvider.Nodes, cmpopts.EquateEmpty()); d != "" {
+			return fmt.Errorf("-want +got:\n%s", d)
+		}
+		if ni.Status.AtProvider.ObservedAt == nil {
+			return fmt.Errorf("observedAt is not set")
+		}
+		if c := ni.GetCondition(xpv2.TypeReady); c.Status != corev1.ConditionTrue {
+			return fmt.Errorf("Ready is %s: %s", c.Status, c.Message)
+		}
+		if c := ni.GetCondition(xpv2.TypeSynced); c.Status != corev1.ConditionTrue {
+			return fmt.Errorf("Synced is %s: %s", c.Status, c.Message)
+		}
+		got = ni
+		return nil
+	})
+	return got
+}
+
+func TestNodeInventory(t *testing.T) {
+	needAPIServers(t)
+	m := testenv.StartMember(t, testenv.MemberOptions{})
+	mc := m.Admin
+	ns := namespace(t)
+	providerConfig(t, ns, "member", m.Kubeconfig)
+	// A second config whose Secret holds the same kubeconfig reaches the
+	// same cluster with the same identity: it must share the watch.
+	providerConfig(t, ns, "member-again", m.Kubeconfig)
+
+	node(t, mc, "node-a",
+		map[string]string{kilov1alpha1.LabelRegion: "eu-west", "role": "core"},
+		map[string]string{
+			kilov1alpha1.AnnotationKey:                 keyA,
+			kilov1alpha1.AnnotationWireguardIP:         "10.4.0.1/16",
+			kilov1alpha1.AnnotationEndpoint:            "203.0.113.1:51820",
+			kilov1alpha1.AnnotationInternalIP:          "192.168.1.11/24",
+			kilov1alpha1.AnnotationForceEndpoint:       "198.51.100.1:51820",
+			kilov1alpha1.AnnotationClustermeshEndpoint: "mesh.example.com:51820",
+			kilov1alpha1.AnnotationGranularity:         "full",
+			kilov1alpha1.AnnotationPersistentKeepalive: "25",
+			kilov1alpha1.AnnotationDiscoveredEndpoints: `{"x":{}}`,
+			kilov1alpha1.AnnotationLocation:            "dc1",
+			kilov1alpha1.AnnotationLastSeen:            "1700000000",
+			"unrelated.example.com/annotation":         "ignored",
+		},
+		[]string{"10.1.1.0/24", "fd00:1::/64"},
+		[]corev1.NodeAddress{
+			{Type: corev1.NodeInternalIP, Address: "192.168.1.11"},
+			{Type: corev1.NodeHostName, Address: "node-a"},
+			{Type: corev1.NodeExternalIP, Address: "203.0.113.1"},
+			{Type: corev1.NodeInternalIP, Address: "fd00::11"},
+		},
+		corev1.ConditionTrue)
+	// Bad input is copied verbatim: the planner judges it.
+	node(t, mc, "node-b",
+		map[string]string{kilov1alpha1.LabelRegion: "eu-east", "role": "edge"},
+		map[string]string{kilov1alpha1.AnnotationKey: "not a key", kilov1alpha1.AnnotationWireguardIP: "banana"},
+		nil,
+		[]corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "192.168.2.12"}},
+		corev1.ConditionFalse)
+	node(t, mc, "node-c", nil, nil, nil, nil, "")
+
+	wantA := v1alpha1.ObservedNode{
+		Name:        "node-a",
+		PodCIDRs:    []string{"10.1.1.0/24", "fd00:1::/64"},
+		InternalIPs: []string{"192.168.1.11", "fd00::11"},
+		ExternalIPs: []string{"203.0.113.1"},
+		Location:    "dc1",
+		Ready:       true,
+		Kilo: &v1alpha1.KiloAnnotations{
+			Key: keyA, WireguardIP: "10.4.0.1/16", Endpoint: "203.0.113.1:51820", InternalIP: "192.168.1.11/24",
+			ForceEndpoint: "198.51.100.1:51820", ClustermeshEndpoint: "mesh.example.com:51820", Granularity: "full",
+			PersistentKeepalive: "25", DiscoveredEndpoints: `{"x":{}}`,
+		},
+	}
+	wantB := v1alpha1.ObservedNode{
+		Name: "node-b", InternalIPs: []string{"192.168.2.12"}, Location: "eu-east",
+		Kilo: &v1alpha1.KiloAnnotations{Key: "not a key", WireguardIP: "banana"},
+	}
+	wantC := v1alpha1.ObservedNode{Name: "node-c"}
+
+	inventory(t, ns, "all", "member", v1alpha1.NodeInventoryParameters{})
+	inventory(t, ns, "edge", "member-again", v1alpha1.NodeInventoryParameters{
+		NodeSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"role": "edge"}},
+	})
+
+	published(t, ns, "all", []v1alpha1.ObservedNode{wantA, wantB, wantC})
+	published(t, ns, "edge", []v1alpha1.ObservedNode{wantB})
+
+	t.Run("InventoriesOfOneClusterShareOneWatch", func(t *testing.T) {
+		if got := cp.reg.Clusters(); got != 1 {
+			t.Errorf("watched clusters: want 1, got %d", got)
+		}
+	})
+
+	t.Run("HeartbeatsCauseNoStatusWrites", func(t *testing.T) {
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		ni, err := getInventory(ns, "all")
+		if err != nil {
+			t.Fatal(err)
+		}
+		w, err := cp.kube.Watch(ctx, &v1alpha1.NodeInventoryList{}, client.InNamespace(ns),
+			client.MatchingFields{"metadata.name": "all"}, &client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: ni.ResourceVersion}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer w.Stop()
+
+		// Kilo's heartbeat and the kubelet's, 20 rounds on every node.
+		for i := range 20 {
+			for _, n := range []string{"node-a", "node-b", "node-c"} {
+				mutateNode(t, mc, n, false, func(n *corev1.Node) {
+					if n.Annotations == nil {
+						n.Annotations = map[string]string{}
+					}
+					n.Annotations[kilov1alpha1.AnnotationLastSeen] = strconv.Itoa(1700000000 + 30*i)
+				})
+				mutateNode(t, mc, n, true, func(n *corev1.Node) {
+					for j := range n.Status.Conditions {
+						n.Status.Conditions[j].LastHeartbeatTime = metav1.NewTime(time.Unix(int64(1700000000+30*i), 0))
+					}
+				})
+			}
+		}
+		// Then one relevant change: it must be the only write.
+		mutateNode(t, mc, "node-a", false, func(n *corev1.Node) {
+			n.Annotations[kilov1alpha1.AnnotationWireguardIP] = "10.4.0.9/16"
+		})
+		writes := 0
+		deadline := time.After(wait)
+		for seen := false; !seen; {
+			select {
+			case ev := <-w.ResultChan():
+				if ev.Type != watch.Modified {
+					t.Fatalf("unexpected %s event", ev.Type)
+				}
+				writes++
+				got, ok := ev.Object.(*v1alpha1.NodeInventory)
+				if !ok {
+					t.Fatalf("unexpected %T", ev.Object)
+				}
+				k := got.Status.AtProvider.Nodes[0].Kilo
+				seen = k != nil && k.WireguardIP == "10.4.0.9/16"
+			case <-deadline:
+				t.Fatalf("the relevant change did not reach status within %s (%d writes)", wait, writes)
+			}
+		}
+		if writes != 1 {
+			t.Errorf("status writes during heartbeats and one change: want 1, got %d", writes)
+		}
+		wantA.Kilo.WireguardIP = "10.4.0.9/16"
+	})
+
+	wantD := v1alpha1.ObservedNode{Name: "node-d"}
+	t.Run("RelevantChangesReachStatus", func(t *testing.T) {
+		cases := map[string]struct {
+			reason string
+			change func(t *testing.T)
+			want   func()
+		}{
+			"NewNode": {
+				reason: "A new Node is published.",
+				change: func(t *testing.T) { node(t, mc, "node-d", nil, nil, nil, nil, "") },
+			},
+			"Key": {
+				reason: "A new key is published.",
+				change: func(t *testing.T) {
+					mutateNode(t, mc, "node-b", false, func(n *corev1.Node) { n.Annotations[kilov1alpha1.AnnotationKey] = keyB })
+				},
+				want: func() { wantB.Kilo.Key = keyB },
+			},
+			"Endpoint": {
+				reason: "A new endpoint is published.",
+				change: func(t *testing.T) {
+					mutateNode(t, mc, "node-b", false, func(n *corev1.Node) { n.Annotations[kilov1alpha1.AnnotationEndpoint] = "203.0.113.2:51820" })
+				},
+				want: func() { wantB.Kilo.Endpoint = "203.0.113.2:51820" },
+			},
+			"PodCIDRs": {
+				reason: "Pod CIDRs assigned to a Node are published.",
+				change: func(t *testing.T) {
+					mutateNode(t, mc, "node-d", false, func(n *corev1.Node) {
+						n.Spec.PodCIDR = "10.1.4.0/24"
+						n.Spec.PodCIDRs = []string{"10.1.4.0/24"}
+					})
+				},
+				want: func() { wantD.PodCIDRs = []string{"10.1.4.0/24"} },
+			},
+			"Addresses": {
+				reason: "New addresses and readiness are published.",
+				change: func(t *testing.T) {
+					mutateNode(t, mc, "node-d", true, func(n *corev1.Node) {
+						n.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeExternalIP, Address: "198.51.100.4"}}
+						n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}
+					})
+				},
+				want: func() { wantD.ExternalIPs = []string{"198.51.100.4"}; wantD.Ready = true },
+			},
+			"Deletion": {
+				reason: "A deleted Node disappears.",
+				change: func(t *testing.T) {
+					if err := mc.Delete(context.Background(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-c"}}); err != nil {
+						t.Fatal(err)
+					}
+				},
+			},
+		}
+		// The steps build on each other, in this order.
+		order := []string{"NewNode", "Key", "Endpoint", "PodCIDRs", "Addresses", "Deletion"}
+		for _, name := range order {
+			tc := cases[name]
+			t.Run(name, func(t *testing.T) {
+				tc.change(t)
+				if tc.want != nil {
+					tc.want()
+				}
+				want := []v1alpha1.ObservedNode{wantA, wantB, wantC, wantD}
+				if name == "Deletion" {
+					want = []v1alpha1.ObservedNode{wantA, wantB, wantD}
+				}
+				t.Log(tc.reason)
+				published(t, ns, "all", want)
+			})
+		}
+	})
+
+	t.Run("ForeignPeers", func(t *testing.T) {
+		ctx := context.Background()
+		owned := map[string]string{"kilomesh.io/mesh": "m1"}
+		for _, p := range []*kilov1alpha1.Peer{
+			{ObjectMeta: metav1.ObjectMeta{Name: "ours", Labels: owned}, Spec: kilov1alpha1.PeerSpec{AllowedIPs: []string{"10.9.0.1/32"}, PublicKey: keyC}},
+			{ObjectMeta: metav1.ObjectMeta{Name: "theirs", Labels: map[string]string{"kilomesh.io/mesh": "other"}}, Spec: kilov1alpha1.PeerSpec{AllowedIPs: []string{"10.9.0.2/32"}, PublicKey: keyD}},
+		} {
+			if err := mc.Create(ctx, p); err != nil {
+				t.Fatal(err)
+			}
+		}
+		inventory(t, ns, "owned", "member", v1alpha1.NodeInventoryParameters{OwnedPeerLabels: owned})
+		foreign := func(want []v1alpha1.ForeignPeer) func() error {
+			return func() error {
+				ni, err := getInventory(ns, "owned")
+				if err != nil {
+					return err
+				}
+				if d := cmp.Diff(want, ni.Status.AtProvider.ForeignPeers, cmpopts.EquateEmpty()); d != "" {
+					return fmt.Errorf("-want +got:\n%s", d)
+				}
+				return nil
+			}
+		}
+		eventually(t, "the Peer without the owned labels is reported", foreign([]v1alpha1.ForeignPeer{{Name: "theirs", PublicKey: keyD}}))
+
+		p := &kilov1alpha1.Peer{ObjectMeta: metav1.ObjectMeta{Name: "hand-made"}, Spec: kilov1alpha1.PeerSpec{AllowedIPs: []string{"10.9.0.3/32"}, PublicKey: keyA}}
+		if err := mc.Create(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, "a new foreign Peer is reported", foreign([]v1alpha1.ForeignPeer{{Name: "hand-made", PublicKey: keyA}, {Name: "theirs", PublicKey: keyD}}))
+
+		ni, err := getInventory(ns, "all")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(ni.Status.AtProvider.ForeignPeers) != 0 {
+			t.Errorf("an inventory without owned labels reports no Peers, got %v", ni.Status.AtProvider.ForeignPeers)
+		}
+	})
+
+	t.Run("UnreachableClusterKeepsNodes", func(t *testing.T) {
+		before, err := getInventory(ns, "all")
+		if err != nil {
+			t.Fatal(err)
+		}
+		m.Proxy.Cut()
+		eventually(t, "Synced=False while the cluster cannot be reached", synced(func() (interface {
+			GetCondition(xpv2.ConditionType) xpv2.Condition
+		}, error) {
+			return getInventory(ns, "all")
+		}, corev1.ConditionFalse, "cannot observe the Nodes of the cluster"))
+		during, err := getInventory(ns, "all")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d := cmp.Diff(before.Status.AtProvider, during.Status.AtProvider); d != "" {
+			t.Errorf("nodes and observedAt must be kept while unreachable: -before +during:\n%s", d)
+		}
+		if c := during.GetCondition(xpv2.TypeReady); c.Status != corev1.ConditionTrue {
+			t.Errorf("Ready must stay True while unreachable, got %s", c.Status)
+		}
+
+		// A change made while the provider cannot see the cluster arrives
+		// once it can.
+		mutateNode(t, mc, "node-b", false, func(n *corev1.Node) { n.Annotations[kilov1alpha1.AnnotationEndpoint] = "203.0.113.3:51820" })
+		if err := m.Proxy.Restore(); err != nil {
+			t.Fatal(err)
+		}
+		wantB.Kilo.Endpoint = "203.0.113.3:51820"
+		after := published(t, ns, "all", []v1alpha1.ObservedNode{wantA, wantB, wantD})
+		if !after.Status.AtProvider.ObservedAt.After(before.Status.AtProvider.ObservedAt.Time) && !after.Status.AtProvider.ObservedAt.Equal(before.Status.AtProvider.ObservedAt) {
+			t.Errorf("observedAt went back in time")
+		}
+	})
+
+	t.Run("DeletionFinishesAndStopsTheWatch", func(t *testing.T) {
+		for _, name := range []string{"all", "edge", "owned"} {
+			ni := &v1alpha1.NodeInventory{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+			if err := cp.kube.Delete(context.Background(), ni); err != nil {
+				t.Fatal(err)
+			}
+			eventually(t, "inventory "+name+" is deleted", gone(ni))
+		}
+		eventually(t, "no cluster is watched once no inventory uses it", func() error {
+			if n := cp.reg.Clusters(); n != 0 {
+				return fmt.Errorf("%d clusters still watched", n)
+			}
+			return nil
+		})
+	})
+}

@@ -1,0 +1,151 @@
+/*
+Copyright 2026 The kilomesh Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package testenv
+
+import (
+	"io"
+	"net"
+	"sync"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	kilov1alpha1 "github.com/kilomesh/kilomesh/apis/kilo/v1alpha1"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+)
+
+var metav1CreateOptions = metav1.CreateOptions{}
+
+func schemeWithKilo() (*runtime.Scheme, error) {
+	s := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(s); err != nil {
+		return nil, err
+	}
+	return s, kilov1alpha1.AddToScheme(s)
+}
+
+// A Proxy forwards TCP connections from a loopback port to a target. Cut
+// makes the target unreachable (connections refused, open ones closed),
+// Restore makes it reachable again on the same port.
+type Proxy struct {
+	target string
+	addr   string
+
+	mu    sync.Mutex
+	ln    net.Listener
+	conns map[net.Conn]struct{}
+	wg    sync.WaitGroup
+}
+
+// NewProxy listens on a random loopback port and forwards to target.
+func NewProxy(target string) (*Proxy, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	p := &Proxy{target: target, addr: ln.Addr().String(), conns: map[net.Conn]struct{}{}}
+	p.serve(ln)
+	return p, nil
+}
+
+// Addr is the host:port the proxy listens on.
+func (p *Proxy) Addr() string { return p.addr }
+
+func (p *Proxy) serve(ln net.Listener) {
+	p.mu.Lock()
+	p.ln = ln
+	p.mu.Unlock()
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go p.forward(c)
+		}
+	}()
+}
+
+func (p *Proxy) forward(c net.Conn) {
+	t, err := net.Dial("tcp", p.target)
+	if err != nil {
+		_ = c.Close()
+		return
+	}
+	if !p.track(c, t) {
+		_ = c.Close()
+		_ = t.Close()
+		return
+	}
+	done := make(chan struct{}, 2)
+	pipe := func(dst, src net.Conn) {
+		_, _ = io.Copy(dst, src)
+		done <- struct{}{}
+	}
+	go pipe(t, c)
+	go pipe(c, t)
+	<-done
+	_ = c.Close()
+	_ = t.Close()
+	p.mu.Lock()
+	delete(p.conns, c)
+	delete(p.conns, t)
+	p.mu.Unlock()
+}
+
+func (p *Proxy) track(c ...net.Conn) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.ln == nil {
+		return false
+	}
+	for _, x := range c {
+		p.conns[x] = struct{}{}
+	}
+	return true
+}
+
+// Cut stops listening and closes every open connection.
+func (p *Proxy) Cut() {
+	p.mu.Lock()
+	ln := p.ln
+	p.ln = nil
+	for c := range p.conns {
+		_ = c.Close()
+	}
+	p.conns = map[net.Conn]struct{}{}
+	p.mu.Unlock()
+	if ln != nil {
+		_ = ln.Close()
+	}
+	p.wg.Wait()
+}
+
+// Restore listens on the same port again.
+func (p *Proxy) Restore() error {
+	ln, err := net.Listen("tcp", p.addr)
+	if err != nil {
+		return err
+	}
+	p.serve(ln)
+	return nil
+}
+
+// Close stops the proxy for good.
+func (p *Proxy) Close() { p.Cut() }

@@ -173,7 +173,7 @@ func SetupProviderConfigProtection(mgr ctrl.Manager) error {
 			UsageList: pkGroupVersion.WithKind(clients.KindProviderConfigUsage + "List"),
 		})
 		if err := ctrl.NewControllerManagedBy(mgr).
-			Named("providerconfig-" + kind.name).
+			Named("providerconfig-"+kind.name).
 			For(kind.obj).
 			Watches(&PKProviderConfigUsage{}, &resource.EnqueueRequestForProviderConfig{Kind: kind.name}).
 			Complete(r); err != nil {

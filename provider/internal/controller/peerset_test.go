@@ -1,0 +1,245 @@
+/*
+Copyright 2026 The kilomesh Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package controller_test
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	xpv2 "github.com/crossplane/crossplane/apis/v2/core/v2"
+
+	kilov1alpha1 "github.com/kilomesh/kilomesh/apis/kilo/v1alpha1"
+	"github.com/kilomesh/kilomesh/apis/kube/v1alpha1"
+	"github.com/kilomesh/kilomesh/provider/internal/clients"
+	"github.com/kilomesh/kilomesh/provider/internal/testenv"
+)
+
+var meshLabels = map[string]string{"kilomesh.io/mesh": "m1", "kilomesh.io/target": "member"}
+
+func desired(name, key string, cidr string) v1alpha1.DesiredPeer {
+	return v1alpha1.DesiredPeer{
+		Name:   name,
+		Labels: map[string]string{"kilomesh.io/source": "cluster-b"},
+		Spec: v1alpha1.PeerSpec{
+			AllowedIPs:          []string{cidr},
+			PersistentKeepalive: 10,
+			PublicKey:           key,
+			Endpoint:            &v1alpha1.PeerEndpoint{DNSOrIP: v1alpha1.DNSOrIP{IP: "203.0.113.7"}, Port: 51820},
+		},
+	}
+}
+
+// peers returns the Peers of the member cluster by name.
+func peers(t *testing.T, c client.Client) map[string]kilov1alpha1.Peer {
+	t.Helper()
+	l := &kilov1alpha1.PeerList{}
+	if err := c.List(context.Background(), l); err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]kilov1alpha1.Peer{}
+	for _, p := range l.Items {
+		out[p.Name] = p
+	}
+	return out
+}
+
+// hasPeers returns nil when the member cluster holds exactly the named
+// Peers, each as the set wants it.
+func hasPeers(t *testing.T, c client.Client, want map[string]v1alpha1.DesiredPeer, others ...string) func() error {
+	return func() error {
+		got := peers(t, c)
+		var names []string
+		for n := range got {
+			names = append(names, n)
+		}
+		var wantNames []string
+		for n := range want {
+			wantNames = append(wantNames, n)
+		}
+		wantNames = append(wantNames, others...)
+		sort.Strings(names)
+		sort.Strings(wantNames)
+		if d := cmp.Diff(wantNames, names); d != "" {
+			return fmt.Errorf("Peers in the cluster: -want +got:\n%s", d)
+		}
+		for n, d := range want {
+			p := got[n]
+			if diff := cmp.Diff(d.Spec.Kilo(), p.Spec, cmpopts.EquateEmpty()); diff != "" {
+				return fmt.Errorf("Peer %s spec: -want +got:\n%s", n, diff)
+			}
+			for k, v := range meshLabels {
+				if p.Labels[k] != v {
+					return fmt.Errorf("Peer %s lacks the selector label %s=%s: %v", n, k, v, p.Labels)
+				}
+			}
+			if p.Labels["kilomesh.io/source"] != "cluster-b" {
+				return fmt.Errorf("Peer %s lacks its own label: %v", n, p.Labels)
+			}
+		}
+		return nil
+	}
+}
+
+func TestPeerSet(t *testing.T) {
+	needAPIServers(t)
+	ctx := context.Background()
+	m := testenv.StartMember(t, testenv.MemberOptions{})
+	mc := m.Admin
+	ns := namespace(t)
+	providerConfig(t, ns, "member", m.Kubeconfig)
+
+	// Peers someone else manages: one in the way by name, one by key, and
+	// one that is merely there.
+	foreign := []*kilov1alpha1.Peer{
+		{ObjectMeta: metav1.ObjectMeta{Name: "clash-name"}, Spec: kilov1alpha1.PeerSpec{AllowedIPs: []string{"10.8.0.1/32"}, PublicKey: keyD}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "holds-key-c", Labels: map[string]string{"kilomesh.io/mesh": "m1"}}, Spec: kilov1alpha1.PeerSpec{AllowedIPs: []string{"10.8.0.2/32"}, PublicKey: keyC}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "bystander"}, Spec: kilov1alpha1.PeerSpec{AllowedIPs: []string{"10.8.0.3/32"}, PublicKey: "YnlzdGFuZGVyYnlzdGFuZGVyYnlzdGFuZGVyYnlzdGE="}},
+	}
+	for _, p := range foreign {
+		if err := mc.Create(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	foreignBefore := peers(t, mc)
+	foreignNames := []string{"clash-name", "holds-key-c", "bystander"}
+	unchangedForeign := func(t *testing.T) {
+		t.Helper()
+		now := peers(t, mc)
+		for _, n := range foreignNames {
+			if d := cmp.Diff(foreignBefore[n], now[n]); d != "" {
+				t.Errorf("foreign Peer %s was changed: -before +now:\n%s", n, d)
+			}
+		}
+	}
+
+	a := desired("peer-a", keyA, "10.2.1.0/24")
+	b := desired("peer-b", keyB, "10.2.2.0/24")
+	clashName := desired("clash-name", "Y2xhc2huYW1lY2xhc2huYW1lY2xhc2huYW1lY2xhc2g=", "10.2.3.0/24")
+	clashKey := desired("peer-c", keyC, "10.2.4.0/24")
+	invalid := desired("peer-invalid", "not-a-key", "10.2.5.0/24")
+	invalid.Spec.AllowedIPs = []string{"banana"}
+
+	ps := &v1alpha1.PeerSet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "to-member"}}
+	ps.Spec.ProviderConfigReference = ref(clients.KindProviderConfig, "member")
+	ps.Spec.ForProvider = v1alpha1.PeerSetParameters{Selector: meshLabels, Peers: []v1alpha1.DesiredPeer{a, b, clashName, clashKey, invalid}}
+	if err := cp.kube.Create(ctx, ps); err != nil {
+		t.Fatal(err)
+	}
+
+	t.Run("AppliesTheRestAndReportsProblems", func(t *testing.T) {
+		eventually(t, "the valid Peers are applied", hasPeers(t, mc, map[string]v1alpha1.DesiredPeer{"peer-a": a, "peer-b": b}, foreignNames...))
+		eventually(t, "the problems are reported", func() error {
+			got, err := getPeerSet(ns, "to-member")
+			if err != nil {
+				return err
+			}
+			at := got.Status.AtProvider
+			if at.Desired != 5 || at.Applied != 2 {
+				return fmt.Errorf("desired %d applied %d, want 5 and 2", at.Desired, at.Applied)
+			}
+			var reasons []string
+			for _, p := range at.Problems {
+				reasons = append(reasons, p.Peer+"="+p.Reason)
+			}
+			want := []string{"clash-name=PeerNameConflict", "peer-c=PeerKeyConflict", "peer-invalid=PeerInvalid"}
+			if d := cmp.Diff(want, reasons); d != "" {
+				return fmt.Errorf("problems: -want +got:\n%s", d)
+			}
+			c := got.GetCondition(xpv2.TypeReady)
+			if c.Status != corev1.ConditionFalse || c.Reason != "PeerProblems" || !strings.Contains(c.Message, "3 of 5 Peers are not applied") {
+				return fmt.Errorf("Ready is %s %s %q", c.Status, c.Reason, c.Message)
+			}
+			if s := got.GetCondition(xpv2.TypeSynced); s.Status != corev1.ConditionTrue {
+				return fmt.Errorf("Synced is %s: %s", s.Status, s.Message)
+			}
+			return nil
+		})
+		unchangedForeign(t)
+	})
+
+	t.Run("HandEditsAreCorrected", func(t *testing.T) {
+		// A hand edit that changes a field the set sets, and one that adds
+		// a field the set does not set.
+		p := &kilov1alpha1.Peer{}
+		if err := mc.Get(ctx, client.ObjectKey{Name: "peer-a"}, p); err != nil {
+			t.Fatal(err)
+		}
+		p.Spec.AllowedIPs = []string{"0.0.0.0/0"}
+		p.Spec.PresharedKey = "c2VjcmV0c2VjcmV0c2VjcmV0c2VjcmV0c2VjcmV0MTI="
+		if err := mc.Update(ctx, p, client.FieldOwner("kubectl-edit")); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, "the owned Peer is put back", hasPeers(t, mc, map[string]v1alpha1.DesiredPeer{"peer-a": a, "peer-b": b}, foreignNames...))
+		unchangedForeign(t)
+	})
+
+	t.Run("PeersNoLongerDesiredAreDeleted", func(t *testing.T) {
+		eventually(t, "the set is updated", func() error {
+			got, err := getPeerSet(ns, "to-member")
+			if err != nil {
+				return err
+			}
+			got.Spec.ForProvider.Peers = []v1alpha1.DesiredPeer{a, clashKey}
+			return cp.kube.Update(ctx, got)
+		})
+		eventually(t, "peer-b is deleted", hasPeers(t, mc, map[string]v1alpha1.DesiredPeer{"peer-a": a}, foreignNames...))
+		unchangedForeign(t)
+	})
+
+	t.Run("DeletingTheSetDeletesExactlyItsPeers", func(t *testing.T) {
+		if err := cp.kube.Delete(ctx, ps); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, "the set is gone", gone(&v1alpha1.PeerSet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "to-member"}}))
+		eventually(t, "only the foreign Peers remain", hasPeers(t, mc, nil, foreignNames...))
+		unchangedForeign(t)
+	})
+}
+
+func TestPeerSetWithoutPeerCRD(t *testing.T) {
+	needAPIServers(t)
+	ctx := context.Background()
+	m := testenv.StartMember(t, testenv.MemberOptions{NoPeerCRD: true})
+	ns := namespace(t)
+	providerConfig(t, ns, "member", m.Kubeconfig)
+	ps := &v1alpha1.PeerSet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "to-member"}}
+	ps.Spec.ProviderConfigReference = ref(clients.KindProviderConfig, "member")
+	ps.Spec.ForProvider = v1alpha1.PeerSetParameters{Selector: meshLabels, Peers: []v1alpha1.DesiredPeer{desired("peer-a", keyA, "10.2.1.0/24")}}
+	if err := cp.kube.Create(ctx, ps); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "a missing Peer CRD is named in Synced", synced(func() (interface {
+		GetCondition(xpv2.ConditionType) xpv2.Condition
+	}, error) {
+		return getPeerSet(ns, "to-member")
+	}, corev1.ConditionFalse, "kilo.squat.ai Peer CRD not installed in this cluster"))
+
+	// Nothing to delete in such a cluster: deletion finishes.
+	if err := cp.kube.Delete(ctx, ps); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the set is gone", gone(ps))
+}

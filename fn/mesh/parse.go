@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"net/netip"
+	"sort"
 	"strconv"
 	"strings"
 
@@ -70,7 +71,7 @@ func ParseWireguardIP(s string) (netip.Addr, error) {
 	if p.Addr().Zone() != "" {
 		return netip.Addr{}, errZone
 	}
-	return p.Addr(), nil
+	return p.Addr().Unmap(), nil
 }
 
 // ParseHostIP parses an address of a Node: a bare IP (status.addresses) or
@@ -147,10 +148,27 @@ func ParseEndpoint(s string) (Endpoint, error) {
 		}
 		return Endpoint{IP: a.Unmap(), Port: p}, nil
 	}
-	if host == "" || len(validation.IsDNS1123Subdomain(host)) > 0 {
+	// DNS names are case-insensitive and may be written fully qualified;
+	// Kilo wants the lower-case subdomain form.
+	host = strings.ToLower(strings.TrimSuffix(host, "."))
+	if !isDNSName(host) {
 		return Endpoint{}, errHost
 	}
 	return Endpoint{DNS: host, Port: p}, nil
+}
+
+// isDNSName tells whether s is an RFC 1123 subdomain whose labels are at
+// most 63 characters long.
+func isDNSName(s string) bool {
+	if s == "" || len(validation.IsDNS1123Subdomain(s)) > 0 {
+		return false
+	}
+	for _, l := range strings.Split(s, ".") {
+		if len(l) > validation.DNS1123LabelMaxLength {
+			return false
+		}
+	}
+	return true
 }
 
 // ParsePort parses a UDP port, 1-65535, written in decimal digits.
@@ -205,8 +223,16 @@ func ParseDiscoveredEndpoints(s string) (map[[kilov1alpha1.KeyLen]byte]Endpoint,
 	if err := json.Unmarshal([]byte(s), &raw); err != nil {
 		return nil, errors.New("must be a JSON object of public key to {IP, Port}")
 	}
+	// Two spellings of one key may both be present: the first in sorted
+	// order wins, whatever the order of the JSON object.
+	keys := make([]string, 0, len(raw))
+	for key := range raw {
+		keys = append(keys, key)
+	}
+	sort.Strings(keys)
 	out := make(map[[kilov1alpha1.KeyLen]byte]Endpoint, len(raw))
-	for key, d := range raw {
+	for _, key := range keys {
+		d := raw[key]
 		k, err := ParseKey(key)
 		if err != nil || d == nil || d.Zone != "" || d.Port < 1 || d.Port > 65535 {
 			continue
@@ -219,7 +245,9 @@ func ParseDiscoveredEndpoints(s string) (map[[kilov1alpha1.KeyLen]byte]Endpoint,
 		if a.IsLoopback() || a.IsLinkLocalUnicast() || a.IsUnspecified() || a.IsMulticast() {
 			continue
 		}
-		out[k] = Endpoint{IP: a, Port: uint16(d.Port)}
+		if _, dup := out[k]; !dup {
+			out[k] = Endpoint{IP: a, Port: uint16(d.Port)}
+		}
 	}
 	return out, nil
 }

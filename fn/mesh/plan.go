@@ -8,6 +8,7 @@ package mesh
 import (
 	"fmt"
 	"net/netip"
+	"slices"
 	"sort"
 	"strings"
 
@@ -184,8 +185,13 @@ func (p *planner) buildSegments() {
 	p.advertisers = map[netip.Addr]int{}
 	for _, sc := range p.sources {
 		for _, s := range sc.segments {
+			// The message names the first segment by (cluster, node) that
+			// uses the address, whatever the order of the spec.
 			if e := s.leader.endpoint; e != nil && e.IP.IsValid() {
-				p.endpoints[e.IP] = sc.spec.Name + "/" + s.leader.obs.Name
+				who := sc.spec.Name + "/" + s.leader.obs.Name
+				if prev, ok := p.endpoints[e.IP]; !ok || who < prev {
+					p.endpoints[e.IP] = who
+				}
 			}
 			if p.advertise {
 				for _, a := range p.internalAddrs(s) {
@@ -305,16 +311,22 @@ func (p *planner) internalAddrs(s *segment) []addrOf {
 func (p *planner) internalAddrsOf(n *node) []addrOf {
 	var out []addrOf
 	if v := n.kilo.InternalIP; v != "" {
-		if a, err := ParseHostIP(v); err == nil {
+		if a, err := ParseHostIP(v); err == nil && routableHost(a) {
 			out = append(out, addrOf{addr: a, node: n.obs.Name})
 		}
 	}
 	for _, s := range n.obs.InternalIPs {
-		if a, err := ParseHostIP(s); err == nil && !a.IsUnspecified() {
+		if a, err := ParseHostIP(s); err == nil && routableHost(a) {
 			out = append(out, addrOf{addr: a, node: n.obs.Name})
 		}
 	}
 	return out
+}
+
+// routableHost tells whether a node address can be routed to another
+// cluster at all.
+func routableHost(a netip.Addr) bool {
+	return !a.IsUnspecified() && !a.IsLoopback() && !a.IsMulticast()
 }
 
 // target is what a cluster knows of itself as a receiver of Peers.
@@ -406,7 +418,7 @@ func (p *planner) placeSource(peers []kilov1alpha1.Peer, t *target, sc *sourceCl
 		allowed := p.allowedFor(b, t, endpoint)
 		if !anchored && len(sc.anchor) > 0 {
 			anchored = true
-			allowed = append(allowed[:len(allowed):len(allowed)], prefixStrings(sc.anchor)...)
+			allowed = withAnchor(allowed, sc.anchor)
 		}
 		peer := kilov1alpha1.Peer{
 			TypeMeta:   metav1.TypeMeta{APIVersion: kilov1alpha1.APIVersion, Kind: kilov1alpha1.Kind},
@@ -473,10 +485,17 @@ func (p *planner) allowedFor(b *builtSegment, t *target, endpoint *Endpoint) []s
 	return out
 }
 
-func prefixStrings(ps []netip.Prefix) []string {
-	out := make([]string, len(ps))
-	for i, p := range ps {
-		out[i] = p.String()
+// withAnchor appends the anchor CIDRs a Peer does not route already (an
+// additional CIDR may be a node's host route), into a new slice: allowed may
+// be shared with the segment's Peers in other targets.
+func withAnchor(allowed []string, anchor []netip.Prefix) []string {
+	out := make([]string, len(allowed), len(allowed)+len(anchor))
+	copy(out, allowed)
+	for _, p := range anchor {
+		s := p.String()
+		if !slices.Contains(out, s) {
+			out = append(out, s)
+		}
 	}
 	return out
 }
@@ -559,7 +578,7 @@ func (p *planner) problemWarnings(cluster string) {
 	sort.Strings(kinds)
 	for _, k := range kinds {
 		p.plan.Warnings = append(p.plan.Warnings, Warning{Cluster: cluster, Reason: k,
-			Message: fmt.Sprintf("cluster %s: %s: %s", cluster, k, listSome(dedupe(p.problems[cluster][k])))})
+			Message: fmt.Sprintf("cluster %s: %s: %s", cluster, k, listSome(sortedUnique(p.problems[cluster][k])))})
 	}
 }
 
@@ -596,14 +615,10 @@ func plural(n int, what string) string {
 	return fmt.Sprintf("%d %ss", n, what)
 }
 
-func dedupe(items []string) []string {
-	seen := make(map[string]bool, len(items))
-	out := items[:0:0]
-	for _, i := range items {
-		if !seen[i] {
-			seen[i] = true
-			out = append(out, i)
-		}
-	}
-	return out
+// sortedUnique sorts and deduplicates problem descriptions, found in an
+// order that depends on the spec's order of clusters.
+func sortedUnique(items []string) []string {
+	out := slices.Clone(items)
+	slices.Sort(out)
+	return slices.Compact(out)
 }

@@ -246,14 +246,6 @@ func normalised(p *Plan) *Plan {
 	out.Status.Clusters = append([]meshv1alpha1.ClusterStatus(nil), p.Status.Clusters...)
 	sort.Slice(out.Status.Clusters, func(i, j int) bool { return out.Status.Clusters[i].Name < out.Status.Clusters[j].Name })
 	out.Warnings = append([]Warning(nil), p.Warnings...)
-	for i := range out.Warnings {
-		// A NodeIPConflict message names, per address, one of the things
-		// it collides with, in the order they are met: compared by cluster
-		// and reason only.
-		if out.Warnings[i].Reason == ReasonNodeIPConflict {
-			out.Warnings[i].Message = ""
-		}
-	}
 	sort.SliceStable(out.Warnings, func(i, j int) bool { return out.Warnings[i].Cluster < out.Warnings[j].Cluster })
 	out.Pending = append([]string(nil), p.Pending...)
 	sort.Strings(out.Pending)

@@ -104,8 +104,8 @@ func clusterB(opts ...clusterOpt) meshv1alpha1.Cluster {
 	return memberCluster("b", "10.2.0.0/16", "10.42.0.0/16", opts...)
 }
 
-func clusterC(opts ...clusterOpt) meshv1alpha1.Cluster {
-	return memberCluster("c", "10.3.0.0/16", "10.43.0.0/16", opts...)
+func clusterC() meshv1alpha1.Cluster {
+	return memberCluster("c", "10.3.0.0/16", "10.43.0.0/16")
 }
 
 type nodeOpt func(*kubev1alpha1.ObservedNode)

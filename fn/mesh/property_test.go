@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -29,8 +30,8 @@ func (g meshGen) chance(p float64) bool { return g.r.Float64() < p }
 
 func (g meshGen) pick(ss ...string) string { return ss[g.r.Intn(len(ss))] }
 
-func (g meshGen) some(max int, ss ...string) []string {
-	n := g.r.Intn(max + 1)
+func (g meshGen) some(most int, ss ...string) []string {
+	n := g.r.Intn(most + 1)
 	out := make([]string, 0, n)
 	for range n {
 		out = append(out, g.pick(ss...))
@@ -70,7 +71,7 @@ func (g meshGen) genCluster(k int, name string) meshv1alpha1.Cluster {
 func (g meshGen) sharedKey() string { return testKey(byte(200 + g.r.Intn(3))) }
 
 func (g meshGen) genNode(k, j int, c meshv1alpha1.Cluster) kubev1alpha1.ObservedNode {
-	name := g.pick(fmt.Sprintf("n%d", j), fmt.Sprintf("node-%d.example.com", j), strings.Repeat("z", 200)+fmt.Sprint(j))
+	name := g.pick(fmt.Sprintf("n%d", j), fmt.Sprintf("node-%d.example.com", j), strings.Repeat("z", 200)+strconv.Itoa(j))
 	n := observedNode(name, location(g.pick("", "eu", "us")))
 	kilo := &kubev1alpha1.KiloAnnotations{}
 	n.Kilo = kilo
@@ -155,7 +156,10 @@ func (g meshGen) genNode(k, j int, c meshv1alpha1.Cluster) kubev1alpha1.Observed
 				"Port": g.pick("0", "40000", "51820"),
 			}
 		}
-		b, _ := json.Marshal(entries)
+		b, err := json.Marshal(entries)
+		if err != nil {
+			panic(err) // maps of strings always marshal
+		}
 		kilo.DiscoveredEndpoints = strings.ReplaceAll(strings.ReplaceAll(string(b), `"Port":"`, `"Port":`), `"}`, `}`)
 		if g.chance(0.1) {
 			kilo.DiscoveredEndpoints = "{"
@@ -287,7 +291,7 @@ func TestPropertyPlanInvariants(t *testing.T) {
 		if err != nil {
 			t.Fatalf("iteration %d: Do(...): %v", i, err)
 		}
-		t.Run(fmt.Sprint(i), func(t *testing.T) {
+		t.Run(strconv.Itoa(i), func(t *testing.T) {
 			checkPlan(t, in, p)
 			checkAnchors(t, in, p)
 			checkCounts(t, in, p)

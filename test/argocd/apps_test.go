@@ -2,6 +2,7 @@ package argocd
 
 import (
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -90,5 +91,32 @@ func TestApplications(t *testing.T) {
 	}
 	if diff := cmp.Diff(app.Metadata.Annotations, set.Spec.Template.Metadata.Annotations); diff != "" {
 		t.Errorf("the ApplicationSet's template is annotated differently from the Application (-application +template):\n%s", diff)
+	}
+}
+
+// TestGuideShowsTheExample checks that the Application docs/gitops.md shows
+// is the one of examples/argocd, comments aside.
+func TestGuideShowsTheExample(t *testing.T) {
+	const guide = "../../docs/gitops.md"
+	want := map[string]any{}
+	if err := yaml.Unmarshal([]byte(readFile(t, applicationYAML)), &want); err != nil {
+		t.Fatal(err)
+	}
+	var shown []map[string]any
+	for _, b := range strings.Split(readFile(t, guide), "```yaml\n")[1:] {
+		body, _, _ := strings.Cut(b, "```")
+		doc := map[string]any{}
+		if err := yaml.Unmarshal([]byte(body), &doc); err != nil {
+			t.Fatalf("%s: a YAML block does not parse: %v", guide, err)
+		}
+		if doc["kind"] == "Application" {
+			shown = append(shown, doc)
+		}
+	}
+	if len(shown) != 1 {
+		t.Fatalf("%s shows %d Applications, want 1", guide, len(shown))
+	}
+	if diff := cmp.Diff(want, shown[0]); diff != "" {
+		t.Errorf("%s shows another Application than %s (-example +guide):\n%s", guide, applicationYAML, diff)
 	}
 }

@@ -53,8 +53,13 @@ render-check: ## Render every examples/render scenario with the real Crossplane 
 render-update: ## Rewrite the expected output of every render scenario.
 	UPDATE=1 test/render/check.sh
 
+.PHONY: docs-check
+docs-check: ## Check the docs: YAML blocks against the schemas, make targets, links.
+	test/tools/build.sh crossplane-cli crossplane
+	KILOMESH_DOCS_STRICT=1 go test -count=1 ./test/docs/
+
 .PHONY: test
-test: check-generate lint unit fuzz render-check ## Run every test.
+test: check-generate lint unit fuzz render-check docs-check ## Run every test.
 
 .PHONY: bench
 bench: ## Run the benchmarks.

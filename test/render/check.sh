@@ -7,7 +7,8 @@
 # output delivers, extracted from its Objects and PeerSets.
 #
 #   test/render/check.sh [scenario...]     check (default: every scenario)
-#   UPDATE=1 test/render/check.sh ...      rewrite expected.yaml instead
+#   UPDATE=1 test/render/check.sh ...      rewrite expected.yaml (and the XR
+#                                          fixtures of test/argocd) instead
 set -euo pipefail
 top=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$top"
@@ -39,6 +40,8 @@ for s in "$@"; do
   fi
   if [ "${UPDATE:-}" = 1 ]; then
     cp "$out" "$dir/expected.yaml"
+    # The Argo CD health check is tested against every rendered XR.
+    awk 'NR == 1 && $0 == "---" { next } /^---$/ { exit } { print }' "$out" >"test/argocd/testdata/render-$s.yaml"
   elif ! diff -u "$dir/expected.yaml" "$out" >"$work/$s.diff"; then
     echo "FAIL $s: output differs from $dir/expected.yaml:"; cat "$work/$s.diff"; failed=1; continue
   fi

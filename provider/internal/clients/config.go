@@ -66,6 +66,9 @@ const (
 	userAgent   = "provider-kilomesh"
 )
 
+// The messages name Secrets and keys, never what they hold.
+//
+//nolint:gosec // G101: no credentials here, only words like "Secret".
 const (
 	errNoRef            = "spec.providerConfigRef is not set"
 	errFmtKind          = "spec.providerConfigRef.kind %q is neither ProviderConfig nor ClusterProviderConfig"

@@ -99,7 +99,8 @@ func (t *UsageTracker) Untrack(ctx context.Context, mg resource.ModernManaged) e
 	u.SetGroupVersionKind(UsageGroupVersionKind)
 	u.SetNamespace(mg.GetNamespace())
 	u.SetName(string(mg.GetUID()))
-	if err := t.client.Delete(ctx, u); resource.IgnoreNotFound(err) != nil {
+	err := t.client.Delete(ctx, u)
+	if resource.IgnoreNotFound(err) != nil {
 		return errors.Wrap(err, errDeleteUsage)
 	}
 	t.mu.Lock()

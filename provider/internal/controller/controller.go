@@ -18,13 +18,18 @@ limitations under the License.
 package controller
 
 import (
+	"context"
+	"time"
+
 	corev1 "k8s.io/api/core/v1"
+	kerrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/crossplane/crossplane-runtime/v2/pkg/controller"
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
@@ -37,7 +42,10 @@ import (
 	"github.com/kilomesh/kilomesh/provider/internal/remote"
 )
 
-const errScheme = "cannot build the scheme"
+const (
+	errScheme = "cannot build the scheme"
+	errReaper = "cannot add the watch reaper"
+)
 
 // Deps are what the controllers share.
 type Deps struct {
@@ -47,7 +55,15 @@ type Deps struct {
 	// InCluster loads the provider's own identity for configs whose
 	// credentials source is InjectedIdentity. Defaults to the pod's.
 	InCluster func() (*rest.Config, error)
+
+	// ReapInterval is how often watches of managed resources that no longer
+	// exist are released. Defaults to DefaultReapInterval.
+	ReapInterval time.Duration
 }
+
+// DefaultReapInterval is how often watches of deleted managed resources
+// are released, should their deletion not have released them.
+const DefaultReapInterval = 30 * time.Second
 
 // Setup adds the NodeInventory and PeerSet controllers to the manager. They
 // share one registry of member-cluster watches, one usage tracker and one
@@ -61,7 +77,34 @@ func Setup(mgr ctrl.Manager, o controller.Options, d Deps) error {
 	if err := nodeinventory.Setup(mgr, o, d.Registry, usage, res); err != nil {
 		return err
 	}
-	return peerset.Setup(mgr, o, d.Registry, usage, res)
+	if err := peerset.Setup(mgr, o, d.Registry, usage, res); err != nil {
+		return err
+	}
+	interval := d.ReapInterval
+	if interval == 0 {
+		interval = DefaultReapInterval
+	}
+	kube := mgr.GetClient()
+	exists := func(ctx context.Context, u remote.User) (bool, error) {
+		var obj client.Object
+		switch u.Kind {
+		case v1alpha1.NodeInventoryKind:
+			obj = &v1alpha1.NodeInventory{}
+		case v1alpha1.PeerSetKind:
+			obj = &v1alpha1.PeerSet{}
+		default:
+			return true, nil
+		}
+		err := kube.Get(ctx, u.NamespacedName, obj)
+		if kerrors.IsNotFound(err) {
+			return false, nil
+		}
+		return err == nil, err
+	}
+	return errors.Wrap(mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
+		d.Registry.Reap(ctx, interval, exists)
+		return nil
+	})), errReaper)
 }
 
 // NewScheme returns the scheme of provider-kilomesh's control-plane client.

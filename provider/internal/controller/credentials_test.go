@@ -39,10 +39,10 @@ const secretToken = "s3cr3t-t0ken-do-not-print"
 
 func TestCredentials(t *testing.T) {
 	needAPIServers(t)
-	ctx := context.Background()
+	ctx := t.Context()
 	m := testenv.StartMember(t, testenv.MemberOptions{})
-	ns := namespace(t)
-	other := namespace(t)
+	ns := namespace(ctx, t)
+	other := namespace(ctx, t)
 
 	secret := func(ns, name string, data map[string]string) {
 		t.Helper()
@@ -217,7 +217,7 @@ func TestCredentials(t *testing.T) {
 			eventually(t, tc.reason, synced(func() (interface {
 				GetCondition(xpv2.ConditionType) xpv2.Condition
 			}, error) {
-				return getInventory(ns, n)
+				return getInventory(ctx, ns, n)
 			}, tc.want.synced, tc.want.message))
 		})
 	}
@@ -251,10 +251,10 @@ func TestCredentials(t *testing.T) {
 
 func TestConfigInUseIsProtected(t *testing.T) {
 	needAPIServers(t)
-	ctx := context.Background()
+	ctx := t.Context()
 	m := testenv.StartMember(t, testenv.MemberOptions{})
-	ns := namespace(t)
-	providerConfig(t, ns, "member", m.Kubeconfig)
+	ns := namespace(ctx, t)
+	providerConfig(ctx, t, ns, "member", m.Kubeconfig)
 	cpc := pkConfig(clients.KindClusterProviderConfig, "", ns+"-member", map[string]any{"credentials": map[string]any{
 		"source":    "Secret",
 		"secretRef": map[string]any{"namespace": ns, "name": "member", "key": "kubeconfig"},
@@ -280,12 +280,12 @@ func TestConfigInUseIsProtected(t *testing.T) {
 		func() (interface {
 			GetCondition(xpv2.ConditionType) xpv2.Condition
 		}, error) {
-			return getInventory(ns, "inventory")
+			return getInventory(ctx, ns, "inventory")
 		},
 		func() (interface {
 			GetCondition(xpv2.ConditionType) xpv2.Condition
 		}, error) {
-			return getPeerSet(ns, "peers")
+			return getPeerSet(ctx, ns, "peers")
 		},
 	} {
 		eventually(t, "the resources use their configs", synced(get, corev1.ConditionTrue, ""))
@@ -323,11 +323,11 @@ func TestConfigInUseIsProtected(t *testing.T) {
 		if err := cp.kube.Delete(ctx, obj); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, "the resource is deleted", gone(obj))
+		eventually(t, "the resource is deleted", gone(ctx, obj))
 	}
-	eventually(t, "the PeerSet's Peers are deleted", hasPeers(t, m.Admin, nil))
-	eventually(t, "the ProviderConfig is released", gone(pc))
-	eventually(t, "the ClusterProviderConfig is released", gone(cl))
+	eventually(t, "the PeerSet's Peers are deleted", hasPeers(ctx, t, m.Admin, nil))
+	eventually(t, "the ProviderConfig is released", gone(ctx, pc))
+	eventually(t, "the ClusterProviderConfig is released", gone(ctx, cl))
 }
 
 func deleteInventories(t *testing.T, ns string) {

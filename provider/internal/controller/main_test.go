@@ -120,7 +120,7 @@ func run(m *testing.M) int {
 		}
 		return rest.CopyConfig(cp.inCluster), nil
 	}
-	if err := pcontroller.Setup(mgr, o, pcontroller.Deps{Registry: cp.reg, InCluster: inCluster}); err != nil {
+	if err := pcontroller.Setup(mgr, o, pcontroller.Deps{Registry: cp.reg, InCluster: inCluster, ReapInterval: time.Second}); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
@@ -172,7 +172,7 @@ var nsSeq struct {
 }
 
 // namespace creates a fresh namespace in the control plane.
-func namespace(t *testing.T) string {
+func namespace(ctx context.Context, t *testing.T) string {
 	t.Helper()
 	nsSeq.Lock()
 	nsSeq.n++
@@ -181,7 +181,7 @@ func namespace(t *testing.T) string {
 	if len(name) > 60 {
 		name = strings.TrimRight(name[:60], "-")
 	}
-	if err := cp.kube.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}); err != nil {
+	if err := cp.kube.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}); err != nil {
 		t.Fatal(err)
 	}
 	return name
@@ -189,9 +189,8 @@ func namespace(t *testing.T) string {
 
 // providerConfig stores a kubeconfig in a Secret of ns and creates a
 // namespaced provider-kubernetes ProviderConfig that uses it.
-func providerConfig(t *testing.T, ns, name string, kubeconfig []byte) {
+func providerConfig(ctx context.Context, t *testing.T, ns, name string, kubeconfig []byte) {
 	t.Helper()
-	ctx := context.Background()
 	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Data: map[string][]byte{"kubeconfig": kubeconfig}}
 	if err := cp.kube.Create(ctx, s); err != nil {
 		t.Fatal(err)
@@ -228,20 +227,20 @@ func condition(mg interface {
 	return mg.GetCondition(ct)
 }
 
-func getInventory(ns, name string) (*v1alpha1.NodeInventory, error) {
+func getInventory(ctx context.Context, ns, name string) (*v1alpha1.NodeInventory, error) {
 	ni := &v1alpha1.NodeInventory{}
-	return ni, cp.kube.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, ni)
+	return ni, cp.kube.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, ni)
 }
 
-func getPeerSet(ns, name string) (*v1alpha1.PeerSet, error) {
+func getPeerSet(ctx context.Context, ns, name string) (*v1alpha1.PeerSet, error) {
 	ps := &v1alpha1.PeerSet{}
-	return ps, cp.kube.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, ps)
+	return ps, cp.kube.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, ps)
 }
 
 // gone returns nil once the object no longer exists.
-func gone(obj client.Object) func() error {
+func gone(ctx context.Context, obj client.Object) func() error {
 	return func() error {
-		err := cp.kube.Get(context.Background(), client.ObjectKeyFromObject(obj), obj)
+		err := cp.kube.Get(ctx, client.ObjectKeyFromObject(obj), obj)
 		if kerrors.IsNotFound(err) {
 			return nil
 		}

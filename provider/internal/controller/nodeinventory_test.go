@@ -27,14 +27,18 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	xpv2 "github.com/crossplane/crossplane/apis/v2/core/v2"
 
+	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
+
 	kilov1alpha1 "github.com/kilomesh/kilomesh/apis/kilo/v1alpha1"
 	"github.com/kilomesh/kilomesh/apis/kube/v1alpha1"
 	"github.com/kilomesh/kilomesh/provider/internal/clients"
+	"github.com/kilomesh/kilomesh/provider/internal/remote"
 	"github.com/kilomesh/kilomesh/provider/internal/testenv"
 )
 
@@ -46,9 +50,8 @@ const (
 )
 
 // node creates a Node in the member cluster and sets its status.
-func node(t *testing.T, c client.Client, name string, labels, annotations map[string]string, podCIDRs []string, addrs []corev1.NodeAddress, ready corev1.ConditionStatus) {
+func node(ctx context.Context, t *testing.T, c client.Client, name string, labels, annotations map[string]string, podCIDRs []string, addrs []corev1.NodeAddress, ready corev1.ConditionStatus) {
 	t.Helper()
-	ctx := context.Background()
 	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels, Annotations: annotations}}
 	n.Spec.PodCIDRs = podCIDRs
 	if len(podCIDRs) > 0 {
@@ -67,9 +70,8 @@ func node(t *testing.T, c client.Client, name string, labels, annotations map[st
 }
 
 // mutateNode changes a Node (or its status) and retries on conflicts.
-func mutateNode(t *testing.T, c client.Client, name string, status bool, fn func(n *corev1.Node)) {
+func mutateNode(ctx context.Context, t *testing.T, c client.Client, name string, status bool, fn func(n *corev1.Node)) {
 	t.Helper()
-	ctx := context.Background()
 	for {
 		n := &corev1.Node{}
 		if err := c.Get(ctx, client.ObjectKey{Name: name}, n); err != nil {
@@ -91,24 +93,23 @@ func mutateNode(t *testing.T, c client.Client, name string, status bool, fn func
 	}
 }
 
-func inventory(t *testing.T, ns, name, pc string, params v1alpha1.NodeInventoryParameters) *v1alpha1.NodeInventory {
+func inventory(ctx context.Context, t *testing.T, ns, name, pc string, params v1alpha1.NodeInventoryParameters) {
 	t.Helper()
 	ni := &v1alpha1.NodeInventory{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
 	ni.Spec.ForProvider = params
 	ni.Spec.ProviderConfigReference = ref(clients.KindProviderConfig, pc)
-	if err := cp.kube.Create(context.Background(), ni); err != nil {
+	if err := cp.kube.Create(ctx, ni); err != nil {
 		t.Fatal(err)
 	}
-	return ni
 }
 
 // published waits until an inventory publishes want (observedAt aside) and
 // is Ready and Synced, and returns it.
-func published(t *testing.T, ns, name string, want []v1alpha1.ObservedNode) *v1alpha1.NodeInventory {
+func published(ctx context.Context, t *testing.T, ns, name string, want []v1alpha1.ObservedNode) *v1alpha1.NodeInventory {
 	t.Helper()
 	var got *v1alpha1.NodeInventory
 	eventually(t, "inventory "+name+" publishes the expected nodes", func() error {
-		ni, err := getInventory(ns, name)
+		ni, err := getInventory(ctx, ns, name)
 		if err != nil {
 			return err
 		}
@@ -116,7 +117,7 @@ func published(t *testing.T, ns, name string, want []v1alpha1.ObservedNode) *v1a
 			return fmt.Errorf("-want +got:\n%s", d)
 		}
 		if ni.Status.AtProvider.ObservedAt == nil {
-			return fmt.Errorf("observedAt is not set")
+			return errors.New("observedAt is not set")
 		}
 		if c := ni.GetCondition(xpv2.TypeReady); c.Status != corev1.ConditionTrue {
 			return fmt.Errorf("Ready is %s: %s", c.Status, c.Message)
@@ -132,15 +133,16 @@ func published(t *testing.T, ns, name string, want []v1alpha1.ObservedNode) *v1a
 
 func TestNodeInventory(t *testing.T) {
 	needAPIServers(t)
+	ctx := t.Context()
 	m := testenv.StartMember(t, testenv.MemberOptions{})
 	mc := m.Admin
-	ns := namespace(t)
-	providerConfig(t, ns, "member", m.Kubeconfig)
+	ns := namespace(ctx, t)
+	providerConfig(ctx, t, ns, "member", m.Kubeconfig)
 	// A second config whose Secret holds the same kubeconfig reaches the
 	// same cluster with the same identity: it must share the watch.
-	providerConfig(t, ns, "member-again", m.Kubeconfig)
+	providerConfig(ctx, t, ns, "member-again", m.Kubeconfig)
 
-	node(t, mc, "node-a",
+	node(ctx, t, mc, "node-a",
 		map[string]string{kilov1alpha1.LabelRegion: "eu-west", "role": "core"},
 		map[string]string{
 			kilov1alpha1.AnnotationKey:                 keyA,
@@ -165,13 +167,13 @@ func TestNodeInventory(t *testing.T) {
 		},
 		corev1.ConditionTrue)
 	// Bad input is copied verbatim: the planner judges it.
-	node(t, mc, "node-b",
+	node(ctx, t, mc, "node-b",
 		map[string]string{kilov1alpha1.LabelRegion: "eu-east", "role": "edge"},
 		map[string]string{kilov1alpha1.AnnotationKey: "not a key", kilov1alpha1.AnnotationWireguardIP: "banana"},
 		nil,
 		[]corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "192.168.2.12"}},
 		corev1.ConditionFalse)
-	node(t, mc, "node-c", nil, nil, nil, nil, "")
+	node(ctx, t, mc, "node-c", nil, nil, nil, nil, "")
 
 	wantA := v1alpha1.ObservedNode{
 		Name:        "node-a",
@@ -192,24 +194,29 @@ func TestNodeInventory(t *testing.T) {
 	}
 	wantC := v1alpha1.ObservedNode{Name: "node-c"}
 
-	inventory(t, ns, "all", "member", v1alpha1.NodeInventoryParameters{})
-	inventory(t, ns, "edge", "member-again", v1alpha1.NodeInventoryParameters{
+	inventory(ctx, t, ns, "all", "member", v1alpha1.NodeInventoryParameters{})
+	inventory(ctx, t, ns, "edge", "member-again", v1alpha1.NodeInventoryParameters{
 		NodeSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"role": "edge"}},
 	})
 
-	published(t, ns, "all", []v1alpha1.ObservedNode{wantA, wantB, wantC})
-	published(t, ns, "edge", []v1alpha1.ObservedNode{wantB})
+	published(ctx, t, ns, "all", []v1alpha1.ObservedNode{wantA, wantB, wantC})
+	published(ctx, t, ns, "edge", []v1alpha1.ObservedNode{wantB})
 
+	user := func(name string) remote.User {
+		return remote.User{Kind: v1alpha1.NodeInventoryKind, NamespacedName: types.NamespacedName{Namespace: ns, Name: name}}
+	}
+	key, ok := cp.reg.ClusterOf(user("all"))
 	t.Run("InventoriesOfOneClusterShareOneWatch", func(t *testing.T) {
-		if got := cp.reg.Clusters(); got != 1 {
-			t.Errorf("watched clusters: want 1, got %d", got)
+		other, _ := cp.reg.ClusterOf(user("edge"))
+		if !ok || key != other {
+			t.Errorf("two configs with the same kubeconfig must share one watch: got %q and %q", key, other)
 		}
 	})
 
 	t.Run("HeartbeatsCauseNoStatusWrites", func(t *testing.T) {
-		ctx, cancel := context.WithCancel(context.Background())
+		ctx, cancel := context.WithCancel(ctx)
 		defer cancel()
-		ni, err := getInventory(ns, "all")
+		ni, err := getInventory(ctx, ns, "all")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -223,13 +230,13 @@ func TestNodeInventory(t *testing.T) {
 		// Kilo's heartbeat and the kubelet's, 20 rounds on every node.
 		for i := range 20 {
 			for _, n := range []string{"node-a", "node-b", "node-c"} {
-				mutateNode(t, mc, n, false, func(n *corev1.Node) {
+				mutateNode(ctx, t, mc, n, false, func(n *corev1.Node) {
 					if n.Annotations == nil {
 						n.Annotations = map[string]string{}
 					}
 					n.Annotations[kilov1alpha1.AnnotationLastSeen] = strconv.Itoa(1700000000 + 30*i)
 				})
-				mutateNode(t, mc, n, true, func(n *corev1.Node) {
+				mutateNode(ctx, t, mc, n, true, func(n *corev1.Node) {
 					for j := range n.Status.Conditions {
 						n.Status.Conditions[j].LastHeartbeatTime = metav1.NewTime(time.Unix(int64(1700000000+30*i), 0))
 					}
@@ -237,7 +244,7 @@ func TestNodeInventory(t *testing.T) {
 			}
 		}
 		// Then one relevant change: it must be the only write.
-		mutateNode(t, mc, "node-a", false, func(n *corev1.Node) {
+		mutateNode(ctx, t, mc, "node-a", false, func(n *corev1.Node) {
 			n.Annotations[kilov1alpha1.AnnotationWireguardIP] = "10.4.0.9/16"
 		})
 		writes := 0
@@ -274,26 +281,26 @@ func TestNodeInventory(t *testing.T) {
 		}{
 			"NewNode": {
 				reason: "A new Node is published.",
-				change: func(t *testing.T) { node(t, mc, "node-d", nil, nil, nil, nil, "") },
+				change: func(t *testing.T) { node(ctx, t, mc, "node-d", nil, nil, nil, nil, "") },
 			},
 			"Key": {
 				reason: "A new key is published.",
 				change: func(t *testing.T) {
-					mutateNode(t, mc, "node-b", false, func(n *corev1.Node) { n.Annotations[kilov1alpha1.AnnotationKey] = keyB })
+					mutateNode(ctx, t, mc, "node-b", false, func(n *corev1.Node) { n.Annotations[kilov1alpha1.AnnotationKey] = keyB })
 				},
 				want: func() { wantB.Kilo.Key = keyB },
 			},
 			"Endpoint": {
 				reason: "A new endpoint is published.",
 				change: func(t *testing.T) {
-					mutateNode(t, mc, "node-b", false, func(n *corev1.Node) { n.Annotations[kilov1alpha1.AnnotationEndpoint] = "203.0.113.2:51820" })
+					mutateNode(ctx, t, mc, "node-b", false, func(n *corev1.Node) { n.Annotations[kilov1alpha1.AnnotationEndpoint] = "203.0.113.2:51820" })
 				},
 				want: func() { wantB.Kilo.Endpoint = "203.0.113.2:51820" },
 			},
 			"PodCIDRs": {
 				reason: "Pod CIDRs assigned to a Node are published.",
 				change: func(t *testing.T) {
-					mutateNode(t, mc, "node-d", false, func(n *corev1.Node) {
+					mutateNode(ctx, t, mc, "node-d", false, func(n *corev1.Node) {
 						n.Spec.PodCIDR = "10.1.4.0/24"
 						n.Spec.PodCIDRs = []string{"10.1.4.0/24"}
 					})
@@ -303,7 +310,7 @@ func TestNodeInventory(t *testing.T) {
 			"Addresses": {
 				reason: "New addresses and readiness are published.",
 				change: func(t *testing.T) {
-					mutateNode(t, mc, "node-d", true, func(n *corev1.Node) {
+					mutateNode(ctx, t, mc, "node-d", true, func(n *corev1.Node) {
 						n.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeExternalIP, Address: "198.51.100.4"}}
 						n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}
 					})
@@ -313,7 +320,7 @@ func TestNodeInventory(t *testing.T) {
 			"Deletion": {
 				reason: "A deleted Node disappears.",
 				change: func(t *testing.T) {
-					if err := mc.Delete(context.Background(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-c"}}); err != nil {
+					if err := mc.Delete(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-c"}}); err != nil {
 						t.Fatal(err)
 					}
 				},
@@ -333,13 +340,12 @@ func TestNodeInventory(t *testing.T) {
 					want = []v1alpha1.ObservedNode{wantA, wantB, wantD}
 				}
 				t.Log(tc.reason)
-				published(t, ns, "all", want)
+				published(ctx, t, ns, "all", want)
 			})
 		}
 	})
 
 	t.Run("ForeignPeers", func(t *testing.T) {
-		ctx := context.Background()
 		owned := map[string]string{"kilomesh.io/mesh": "m1"}
 		for _, p := range []*kilov1alpha1.Peer{
 			{ObjectMeta: metav1.ObjectMeta{Name: "ours", Labels: owned}, Spec: kilov1alpha1.PeerSpec{AllowedIPs: []string{"10.9.0.1/32"}, PublicKey: keyC}},
@@ -349,10 +355,10 @@ func TestNodeInventory(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		inventory(t, ns, "owned", "member", v1alpha1.NodeInventoryParameters{OwnedPeerLabels: owned})
+		inventory(ctx, t, ns, "owned", "member", v1alpha1.NodeInventoryParameters{OwnedPeerLabels: owned})
 		foreign := func(want []v1alpha1.ForeignPeer) func() error {
 			return func() error {
-				ni, err := getInventory(ns, "owned")
+				ni, err := getInventory(ctx, ns, "owned")
 				if err != nil {
 					return err
 				}
@@ -370,7 +376,7 @@ func TestNodeInventory(t *testing.T) {
 		}
 		eventually(t, "a new foreign Peer is reported", foreign([]v1alpha1.ForeignPeer{{Name: "hand-made", PublicKey: keyA}, {Name: "theirs", PublicKey: keyD}}))
 
-		ni, err := getInventory(ns, "all")
+		ni, err := getInventory(ctx, ns, "all")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -380,7 +386,7 @@ func TestNodeInventory(t *testing.T) {
 	})
 
 	t.Run("UnreachableClusterKeepsNodes", func(t *testing.T) {
-		before, err := getInventory(ns, "all")
+		before, err := getInventory(ctx, ns, "all")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -388,9 +394,9 @@ func TestNodeInventory(t *testing.T) {
 		eventually(t, "Synced=False while the cluster cannot be reached", synced(func() (interface {
 			GetCondition(xpv2.ConditionType) xpv2.Condition
 		}, error) {
-			return getInventory(ns, "all")
+			return getInventory(ctx, ns, "all")
 		}, corev1.ConditionFalse, "cannot observe the Nodes of the cluster"))
-		during, err := getInventory(ns, "all")
+		during, err := getInventory(ctx, ns, "all")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -403,12 +409,12 @@ func TestNodeInventory(t *testing.T) {
 
 		// A change made while the provider cannot see the cluster arrives
 		// once it can.
-		mutateNode(t, mc, "node-b", false, func(n *corev1.Node) { n.Annotations[kilov1alpha1.AnnotationEndpoint] = "203.0.113.3:51820" })
+		mutateNode(ctx, t, mc, "node-b", false, func(n *corev1.Node) { n.Annotations[kilov1alpha1.AnnotationEndpoint] = "203.0.113.3:51820" })
 		if err := m.Proxy.Restore(); err != nil {
 			t.Fatal(err)
 		}
 		wantB.Kilo.Endpoint = "203.0.113.3:51820"
-		after := published(t, ns, "all", []v1alpha1.ObservedNode{wantA, wantB, wantD})
+		after := published(ctx, t, ns, "all", []v1alpha1.ObservedNode{wantA, wantB, wantD})
 		if !after.Status.AtProvider.ObservedAt.After(before.Status.AtProvider.ObservedAt.Time) && !after.Status.AtProvider.ObservedAt.Equal(before.Status.AtProvider.ObservedAt) {
 			t.Errorf("observedAt went back in time")
 		}
@@ -417,14 +423,14 @@ func TestNodeInventory(t *testing.T) {
 	t.Run("DeletionFinishesAndStopsTheWatch", func(t *testing.T) {
 		for _, name := range []string{"all", "edge", "owned"} {
 			ni := &v1alpha1.NodeInventory{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
-			if err := cp.kube.Delete(context.Background(), ni); err != nil {
+			if err := cp.kube.Delete(ctx, ni); err != nil {
 				t.Fatal(err)
 			}
-			eventually(t, "inventory "+name+" is deleted", gone(ni))
+			eventually(t, "inventory "+name+" is deleted", gone(ctx, ni))
 		}
-		eventually(t, "no cluster is watched once no inventory uses it", func() error {
-			if n := cp.reg.Clusters(); n != 0 {
-				return fmt.Errorf("%d clusters still watched", n)
+		eventually(t, "the cluster is no longer watched once no inventory uses it", func() error {
+			if cp.reg.Watching(key) {
+				return errors.New("the cluster is still watched")
 			}
 			return nil
 		})

@@ -53,10 +53,10 @@ func desired(name, key string, cidr string) v1alpha1.DesiredPeer {
 }
 
 // peers returns the Peers of the member cluster by name.
-func peers(t *testing.T, c client.Client) map[string]kilov1alpha1.Peer {
+func peers(ctx context.Context, t *testing.T, c client.Client) map[string]kilov1alpha1.Peer {
 	t.Helper()
 	l := &kilov1alpha1.PeerList{}
-	if err := c.List(context.Background(), l); err != nil {
+	if err := c.List(ctx, l); err != nil {
 		t.Fatal(err)
 	}
 	out := map[string]kilov1alpha1.Peer{}
@@ -68,9 +68,9 @@ func peers(t *testing.T, c client.Client) map[string]kilov1alpha1.Peer {
 
 // hasPeers returns nil when the member cluster holds exactly the named
 // Peers, each as the set wants it.
-func hasPeers(t *testing.T, c client.Client, want map[string]v1alpha1.DesiredPeer, others ...string) func() error {
+func hasPeers(ctx context.Context, t *testing.T, c client.Client, want map[string]v1alpha1.DesiredPeer, others ...string) func() error {
 	return func() error {
-		got := peers(t, c)
+		got := peers(ctx, t, c)
 		var names []string
 		for n := range got {
 			names = append(names, n)
@@ -105,11 +105,11 @@ func hasPeers(t *testing.T, c client.Client, want map[string]v1alpha1.DesiredPee
 
 func TestPeerSet(t *testing.T) {
 	needAPIServers(t)
-	ctx := context.Background()
+	ctx := t.Context()
 	m := testenv.StartMember(t, testenv.MemberOptions{})
 	mc := m.Admin
-	ns := namespace(t)
-	providerConfig(t, ns, "member", m.Kubeconfig)
+	ns := namespace(ctx, t)
+	providerConfig(ctx, t, ns, "member", m.Kubeconfig)
 
 	// Peers someone else manages: one in the way by name, one by key, and
 	// one that is merely there.
@@ -123,11 +123,11 @@ func TestPeerSet(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	foreignBefore := peers(t, mc)
+	foreignBefore := peers(ctx, t, mc)
 	foreignNames := []string{"clash-name", "holds-key-c", "bystander"}
 	unchangedForeign := func(t *testing.T) {
 		t.Helper()
-		now := peers(t, mc)
+		now := peers(ctx, t, mc)
 		for _, n := range foreignNames {
 			if d := cmp.Diff(foreignBefore[n], now[n]); d != "" {
 				t.Errorf("foreign Peer %s was changed: -before +now:\n%s", n, d)
@@ -150,9 +150,9 @@ func TestPeerSet(t *testing.T) {
 	}
 
 	t.Run("AppliesTheRestAndReportsProblems", func(t *testing.T) {
-		eventually(t, "the valid Peers are applied", hasPeers(t, mc, map[string]v1alpha1.DesiredPeer{"peer-a": a, "peer-b": b}, foreignNames...))
+		eventually(t, "the valid Peers are applied", hasPeers(ctx, t, mc, map[string]v1alpha1.DesiredPeer{"peer-a": a, "peer-b": b}, foreignNames...))
 		eventually(t, "the problems are reported", func() error {
-			got, err := getPeerSet(ns, "to-member")
+			got, err := getPeerSet(ctx, ns, "to-member")
 			if err != nil {
 				return err
 			}
@@ -192,20 +192,20 @@ func TestPeerSet(t *testing.T) {
 		if err := mc.Update(ctx, p, client.FieldOwner("kubectl-edit")); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, "the owned Peer is put back", hasPeers(t, mc, map[string]v1alpha1.DesiredPeer{"peer-a": a, "peer-b": b}, foreignNames...))
+		eventually(t, "the owned Peer is put back", hasPeers(ctx, t, mc, map[string]v1alpha1.DesiredPeer{"peer-a": a, "peer-b": b}, foreignNames...))
 		unchangedForeign(t)
 	})
 
 	t.Run("PeersNoLongerDesiredAreDeleted", func(t *testing.T) {
 		eventually(t, "the set is updated", func() error {
-			got, err := getPeerSet(ns, "to-member")
+			got, err := getPeerSet(ctx, ns, "to-member")
 			if err != nil {
 				return err
 			}
 			got.Spec.ForProvider.Peers = []v1alpha1.DesiredPeer{a, clashKey}
 			return cp.kube.Update(ctx, got)
 		})
-		eventually(t, "peer-b is deleted", hasPeers(t, mc, map[string]v1alpha1.DesiredPeer{"peer-a": a}, foreignNames...))
+		eventually(t, "peer-b is deleted", hasPeers(ctx, t, mc, map[string]v1alpha1.DesiredPeer{"peer-a": a}, foreignNames...))
 		unchangedForeign(t)
 	})
 
@@ -213,18 +213,18 @@ func TestPeerSet(t *testing.T) {
 		if err := cp.kube.Delete(ctx, ps); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, "the set is gone", gone(&v1alpha1.PeerSet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "to-member"}}))
-		eventually(t, "only the foreign Peers remain", hasPeers(t, mc, nil, foreignNames...))
+		eventually(t, "the set is gone", gone(ctx, &v1alpha1.PeerSet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "to-member"}}))
+		eventually(t, "only the foreign Peers remain", hasPeers(ctx, t, mc, nil, foreignNames...))
 		unchangedForeign(t)
 	})
 }
 
 func TestPeerSetWithoutPeerCRD(t *testing.T) {
 	needAPIServers(t)
-	ctx := context.Background()
+	ctx := t.Context()
 	m := testenv.StartMember(t, testenv.MemberOptions{NoPeerCRD: true})
-	ns := namespace(t)
-	providerConfig(t, ns, "member", m.Kubeconfig)
+	ns := namespace(ctx, t)
+	providerConfig(ctx, t, ns, "member", m.Kubeconfig)
 	ps := &v1alpha1.PeerSet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "to-member"}}
 	ps.Spec.ProviderConfigReference = ref(clients.KindProviderConfig, "member")
 	ps.Spec.ForProvider = v1alpha1.PeerSetParameters{Selector: meshLabels, Peers: []v1alpha1.DesiredPeer{desired("peer-a", keyA, "10.2.1.0/24")}}
@@ -234,12 +234,12 @@ func TestPeerSetWithoutPeerCRD(t *testing.T) {
 	eventually(t, "a missing Peer CRD is named in Synced", synced(func() (interface {
 		GetCondition(xpv2.ConditionType) xpv2.Condition
 	}, error) {
-		return getPeerSet(ns, "to-member")
+		return getPeerSet(ctx, ns, "to-member")
 	}, corev1.ConditionFalse, "kilo.squat.ai Peer CRD not installed in this cluster"))
 
 	// Nothing to delete in such a cluster: deletion finishes.
 	if err := cp.kube.Delete(ctx, ps); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the set is gone", gone(ps))
+	eventually(t, "the set is gone", gone(ctx, ps))
 }

@@ -145,6 +145,49 @@ func (r *Registry) Clusters() int {
 	return len(r.clusters)
 }
 
+// ClusterOf returns the key of the cluster u uses, if any.
+func (r *Registry) ClusterOf(u User) (string, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	k, ok := r.users[u]
+	return k, ok
+}
+
+// Watching reports whether the cluster of the key is watched.
+func (r *Registry) Watching(key string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	_, ok := r.clusters[key]
+	return ok
+}
+
+// Reap releases, every interval until ctx is done, the users that no
+// longer exist. A managed resource normally releases its cluster when its
+// finalizer is removed; a reconcile that raced with the deletion, or a
+// finalizer removed by hand, would otherwise keep a watch running forever.
+func (r *Registry) Reap(ctx context.Context, interval time.Duration, exists func(ctx context.Context, u User) (bool, error)) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		r.mu.Lock()
+		users := make([]User, 0, len(r.users))
+		for u := range r.users {
+			users = append(users, u)
+		}
+		r.mu.Unlock()
+		for _, u := range users {
+			if ok, err := exists(ctx, u); err == nil && !ok {
+				r.Release(u)
+			}
+		}
+	}
+}
+
 // wake enqueues every user of the cluster whose kind is among kinds, after
 // the coalescing delay. The work queue keeps one entry per user, so a burst
 // of changes within the delay costs one reconcile.

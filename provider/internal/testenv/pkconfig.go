@@ -66,7 +66,7 @@ func (p *PKProviderConfig) SetUsers(i int64) { p.Status.Users = i }
 // DeepCopyObject of the config.
 func (p *PKProviderConfig) DeepCopyObject() runtime.Object {
 	out := &PKProviderConfig{TypeMeta: p.TypeMeta}
-	p.ObjectMeta.DeepCopyInto(&out.ObjectMeta)
+	p.DeepCopyInto(&out.ObjectMeta)
 	out.Spec = p.Spec.DeepCopy()
 	p.Status.DeepCopyInto(&out.Status)
 	return out
@@ -136,7 +136,7 @@ func (l *PKProviderConfigUsageList) GetItems() []resource.ProviderConfigUsage {
 // DeepCopyObject of the list.
 func (l *PKProviderConfigUsageList) DeepCopyObject() runtime.Object {
 	out := &PKProviderConfigUsageList{TypeMeta: l.TypeMeta}
-	l.ListMeta.DeepCopyInto(&out.ListMeta)
+	l.DeepCopyInto(&out.ListMeta)
 	for i := range l.Items {
 		c, _ := l.Items[i].DeepCopyObject().(*PKProviderConfigUsage)
 		out.Items = append(out.Items, *c)
@@ -192,7 +192,7 @@ type pkProviderConfigList struct {
 
 func (l *pkProviderConfigList) DeepCopyObject() runtime.Object {
 	out := &pkProviderConfigList{TypeMeta: l.TypeMeta}
-	l.ListMeta.DeepCopyInto(&out.ListMeta)
+	l.DeepCopyInto(&out.ListMeta)
 	for i := range l.Items {
 		c, _ := l.Items[i].DeepCopyObject().(*PKProviderConfig)
 		out.Items = append(out.Items, *c)
@@ -209,7 +209,7 @@ type pkClusterProviderConfigList struct {
 
 func (l *pkClusterProviderConfigList) DeepCopyObject() runtime.Object {
 	out := &pkClusterProviderConfigList{TypeMeta: l.TypeMeta}
-	l.ListMeta.DeepCopyInto(&out.ListMeta)
+	l.DeepCopyInto(&out.ListMeta)
 	for i := range l.Items {
 		c, _ := l.Items[i].DeepCopyObject().(*PKClusterProviderConfig)
 		out.Items = append(out.Items, *c)

@@ -17,15 +17,16 @@ limitations under the License.
 package testenv
 
 import (
+	"context"
 	"io"
 	"net"
 	"sync"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 
 	kilov1alpha1 "github.com/kilomesh/kilomesh/apis/kilo/v1alpha1"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 )
 
 var metav1CreateOptions = metav1.CreateOptions{}
@@ -42,6 +43,7 @@ func schemeWithKilo() (*runtime.Scheme, error) {
 // makes the target unreachable (connections refused, open ones closed),
 // Restore makes it reachable again on the same port.
 type Proxy struct {
+	ctx    context.Context
 	target string
 	addr   string
 
@@ -51,13 +53,14 @@ type Proxy struct {
 	wg    sync.WaitGroup
 }
 
-// NewProxy listens on a random loopback port and forwards to target.
-func NewProxy(target string) (*Proxy, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+// NewProxy listens on a random loopback port and forwards to target until
+// ctx is done or the proxy is closed.
+func NewProxy(ctx context.Context, target string) (*Proxy, error) {
+	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
 	}
-	p := &Proxy{target: target, addr: ln.Addr().String(), conns: map[net.Conn]struct{}{}}
+	p := &Proxy{ctx: ctx, target: target, addr: ln.Addr().String(), conns: map[net.Conn]struct{}{}}
 	p.serve(ln)
 	return p, nil
 }
@@ -83,7 +86,7 @@ func (p *Proxy) serve(ln net.Listener) {
 }
 
 func (p *Proxy) forward(c net.Conn) {
-	t, err := net.Dial("tcp", p.target)
+	t, err := (&net.Dialer{}).DialContext(p.ctx, "tcp", p.target)
 	if err != nil {
 		_ = c.Close()
 		return
@@ -139,7 +142,7 @@ func (p *Proxy) Cut() {
 
 // Restore listens on the same port again.
 func (p *Proxy) Restore() error {
-	ln, err := net.Listen("tcp", p.addr)
+	ln, err := (&net.ListenConfig{}).Listen(p.ctx, "tcp", p.addr)
 	if err != nil {
 		return err
 	}

@@ -70,7 +70,8 @@ func Top() (string, error) {
 		return "", err
 	}
 	for {
-		if b, err := os.ReadFile(filepath.Join(dir, "go.mod")); err == nil && bytes.Contains(b, []byte("module github.com/kilomesh/kilomesh\n")) {
+		if b, err := os.ReadFile(filepath.Join(dir, "go.mod")); //nolint:gosec // G304: the go.mod files above the working folder.
+		err == nil && bytes.Contains(b, []byte("module github.com/kilomesh/kilomesh\n")) {
 			return dir, nil
 		}
 		parent := filepath.Dir(dir)
@@ -84,7 +85,7 @@ func Top() (string, error) {
 // ProviderKubernetesCRDs returns the files of the provider-kubernetes CRDs
 // that provider-kilomesh reads: namespaced and cluster configs, and usages.
 func ProviderKubernetesCRDs() ([]string, error) {
-	out, err := exec.Command("go", "mod", "download", "-json", providerKubernetes).Output() //nolint:gosec // A fixed module path.
+	out, err := exec.CommandContext(context.Background(), "go", "mod", "download", "-json", providerKubernetes).Output()
 	if err != nil {
 		return nil, errors.Wrap(err, "cannot download "+providerKubernetes)
 	}
@@ -183,7 +184,7 @@ func StartMember(t testing.TB, o MemberOptions) *Member {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := NewProxy(u.Host)
+	p, err := NewProxy(context.Background(), u.Host)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -225,7 +226,7 @@ func ApplyFile(ctx context.Context, c client.Client, path string) error {
 	if err != nil {
 		return err
 	}
-	defer f.Close() //nolint:errcheck // Read only.
+	defer f.Close()
 	r := utilyaml.NewYAMLReader(bufio.NewReader(f))
 	for {
 		doc, err := r.Read()

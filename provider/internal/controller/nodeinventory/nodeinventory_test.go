@@ -1,0 +1,168 @@
+/*
+Copyright 2026 The kilomesh Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package nodeinventory
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	xpv2 "github.com/crossplane/crossplane/apis/v2/core/v2"
+
+	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
+	"github.com/crossplane/crossplane-runtime/v2/pkg/reconciler/managed"
+	"github.com/crossplane/crossplane-runtime/v2/pkg/test"
+
+	kilov1alpha1 "github.com/kilomesh/kilomesh/apis/kilo/v1alpha1"
+	"github.com/kilomesh/kilomesh/apis/kube/v1alpha1"
+	"github.com/kilomesh/kilomesh/provider/internal/remote"
+)
+
+// fakeCluster returns fixed Nodes and Peers. It stands in for the shared
+// watch, which the API server tests of the controller package exercise.
+type fakeCluster struct {
+	nodes    []*corev1.Node
+	nodesErr error
+	peers    []*kilov1alpha1.Peer
+	peersErr error
+}
+
+func (c *fakeCluster) Nodes(context.Context) ([]*corev1.Node, error) { return c.nodes, c.nodesErr }
+
+func (c *fakeCluster) Peers(context.Context) ([]*kilov1alpha1.Peer, error) {
+	return c.peers, c.peersErr
+}
+
+func TestObserve(t *testing.T) {
+	then := metav1.NewTime(time.Date(2026, 11, 22, 1, 0, 0, 0, time.UTC))
+	now := time.Date(2026, 11, 22, 2, 0, 0, 500, time.UTC)
+	nodeA := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "a", Annotations: map[string]string{kilov1alpha1.AnnotationKey: "k"}}}
+	observedA := []v1alpha1.ObservedNode{{Name: "a", Kilo: &v1alpha1.KiloAnnotations{Key: "k"}}}
+	inventory := func(synced corev1.ConditionStatus, at v1alpha1.NodeInventoryObservation, owned map[string]string) *v1alpha1.NodeInventory {
+		ni := &v1alpha1.NodeInventory{}
+		ni.Spec.ForProvider.OwnedPeerLabels = owned
+		ni.Status.AtProvider = at
+		if synced != "" {
+			ni.SetConditions(xpv2.Condition{Type: xpv2.TypeSynced, Status: synced})
+		}
+		return ni
+	}
+	type want struct {
+		obs managed.ExternalObservation
+		at  v1alpha1.NodeInventoryObservation
+		err error
+	}
+	cases := map[string]struct {
+		reason  string
+		cluster *fakeCluster
+		cr      *v1alpha1.NodeInventory
+		want    want
+	}{
+		"FirstObservation": {
+			reason:  "The first observation publishes the Nodes and the time.",
+			cluster: &fakeCluster{nodes: []*corev1.Node{nodeA}},
+			cr:      inventory("", v1alpha1.NodeInventoryObservation{}, nil),
+			want: want{
+				obs: managed.ExternalObservation{ResourceExists: true, ResourceUpToDate: true},
+				at:  v1alpha1.NodeInventoryObservation{ObservedAt: &metav1.Time{Time: now.Truncate(time.Second)}, Nodes: observedA},
+			},
+		},
+		"Unchanged": {
+			reason:  "An observation equal to the status leaves it, observedAt included, untouched: no write.",
+			cluster: &fakeCluster{nodes: []*corev1.Node{nodeA}},
+			cr:      inventory(corev1.ConditionTrue, v1alpha1.NodeInventoryObservation{ObservedAt: &then, Nodes: observedA}, nil),
+			want: want{
+				obs: managed.ExternalObservation{ResourceExists: true, ResourceUpToDate: true},
+				at:  v1alpha1.NodeInventoryObservation{ObservedAt: &then, Nodes: observedA},
+			},
+		},
+		"Changed": {
+			reason:  "A changed Node is published with a new observedAt.",
+			cluster: &fakeCluster{},
+			cr:      inventory(corev1.ConditionTrue, v1alpha1.NodeInventoryObservation{ObservedAt: &then, Nodes: observedA}, nil),
+			want: want{
+				obs: managed.ExternalObservation{ResourceExists: true, ResourceUpToDate: true},
+				at:  v1alpha1.NodeInventoryObservation{ObservedAt: &metav1.Time{Time: now.Truncate(time.Second)}},
+			},
+		},
+		"Recovered": {
+			reason:  "After an error the observation is confirmed with a new observedAt.",
+			cluster: &fakeCluster{nodes: []*corev1.Node{nodeA}},
+			cr:      inventory(corev1.ConditionFalse, v1alpha1.NodeInventoryObservation{ObservedAt: &then, Nodes: observedA}, nil),
+			want: want{
+				obs: managed.ExternalObservation{ResourceExists: true, ResourceUpToDate: true},
+				at:  v1alpha1.NodeInventoryObservation{ObservedAt: &metav1.Time{Time: now.Truncate(time.Second)}, Nodes: observedA},
+			},
+		},
+		"Unreachable": {
+			reason:  "An unreachable cluster is an error and leaves the published Nodes and time.",
+			cluster: &fakeCluster{nodesErr: errors.New("boom")},
+			cr:      inventory(corev1.ConditionTrue, v1alpha1.NodeInventoryObservation{ObservedAt: &then, Nodes: observedA}, nil),
+			want: want{
+				at:  v1alpha1.NodeInventoryObservation{ObservedAt: &then, Nodes: observedA},
+				err: errors.Wrap(errors.New("boom"), errObserveNodes),
+			},
+		},
+		"ForeignPeers": {
+			reason:  "Peers without the owned labels are published.",
+			cluster: &fakeCluster{peers: []*kilov1alpha1.Peer{{ObjectMeta: metav1.ObjectMeta{Name: "p"}, Spec: kilov1alpha1.PeerSpec{PublicKey: "k"}}}},
+			cr:      inventory(corev1.ConditionTrue, v1alpha1.NodeInventoryObservation{ObservedAt: &then}, map[string]string{"mesh": "m"}),
+			want: want{
+				obs: managed.ExternalObservation{ResourceExists: true, ResourceUpToDate: true},
+				at:  v1alpha1.NodeInventoryObservation{ObservedAt: &metav1.Time{Time: now.Truncate(time.Second)}, ForeignPeers: []v1alpha1.ForeignPeer{{Name: "p", PublicKey: "k"}}},
+			},
+		},
+		"NoPeerCRD": {
+			reason:  "A cluster without Kilo's Peer CRD has no foreign Peers.",
+			cluster: &fakeCluster{peersErr: remote.ErrPeerCRDMissing},
+			cr:      inventory(corev1.ConditionTrue, v1alpha1.NodeInventoryObservation{ObservedAt: &then}, map[string]string{"mesh": "m"}),
+			want: want{
+				obs: managed.ExternalObservation{ResourceExists: true, ResourceUpToDate: true},
+				at:  v1alpha1.NodeInventoryObservation{ObservedAt: &then},
+			},
+		},
+		"PeersUnreachable": {
+			reason:  "Peers that cannot be listed are an error.",
+			cluster: &fakeCluster{peersErr: errors.New("boom")},
+			cr:      inventory(corev1.ConditionTrue, v1alpha1.NodeInventoryObservation{ObservedAt: &then}, map[string]string{"mesh": "m"}),
+			want: want{
+				at:  v1alpha1.NodeInventoryObservation{ObservedAt: &then},
+				err: errors.Wrap(errors.New("boom"), errObservePeers),
+			},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			e := &external{cluster: tc.cluster, now: func() time.Time { return now }}
+			obs, err := e.Observe(context.Background(), tc.cr)
+			if diff := cmp.Diff(tc.want.err, err, test.EquateErrors()); diff != "" {
+				t.Errorf("\n%s\nObserve(...): -want error, +got error:\n%s", tc.reason, diff)
+			}
+			if diff := cmp.Diff(tc.want.obs, obs); diff != "" {
+				t.Errorf("\n%s\nObserve(...): -want, +got:\n%s", tc.reason, diff)
+			}
+			if diff := cmp.Diff(tc.want.at, tc.cr.Status.AtProvider, cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("\n%s\nObserve(...): -want atProvider, +got atProvider:\n%s", tc.reason, diff)
+			}
+		})
+	}
+}

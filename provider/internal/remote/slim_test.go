@@ -1,0 +1,168 @@
+/*
+Copyright 2026 The kilomesh Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package remote
+
+import (
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	kilov1alpha1 "github.com/kilomesh/kilomesh/apis/kilo/v1alpha1"
+)
+
+func fullNode(lastSeen string, heartbeat time.Time, rv string) *corev1.Node {
+	return &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:            "a",
+			UID:             "u",
+			ResourceVersion: rv,
+			Labels:          map[string]string{"role": "edge"},
+			Annotations: map[string]string{
+				kilov1alpha1.AnnotationKey:      "k",
+				kilov1alpha1.AnnotationLocation: "dc1",
+				kilov1alpha1.AnnotationLastSeen: lastSeen,
+				"node.alpha.kubernetes.io/ttl":  "0",
+			},
+			ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubelet"}},
+		},
+		Spec: corev1.NodeSpec{PodCIDR: "10.1.0.0/24", PodCIDRs: []string{"10.1.0.0/24"}, ProviderID: "kwok://a"},
+		Status: corev1.NodeStatus{
+			Capacity: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4")},
+			Addresses: []corev1.NodeAddress{
+				{Type: corev1.NodeHostName, Address: "a"},
+				{Type: corev1.NodeInternalIP, Address: "192.168.0.1"},
+				{Type: corev1.NodeExternalIP, Address: "203.0.113.1"},
+			},
+			Conditions: []corev1.NodeCondition{
+				{Type: corev1.NodeMemoryPressure, Status: corev1.ConditionFalse, LastHeartbeatTime: metav1.NewTime(heartbeat)},
+				{Type: corev1.NodeReady, Status: corev1.ConditionTrue, LastHeartbeatTime: metav1.NewTime(heartbeat), Reason: "KubeletReady"},
+			},
+			Images: []corev1.ContainerImage{{Names: []string{"big"}, SizeBytes: 1 << 30}},
+		},
+	}
+}
+
+func TestSlimNode(t *testing.T) {
+	t0 := time.Unix(1700000000, 0)
+	want := &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: "a", UID: "u", ResourceVersion: "1",
+			Labels:      map[string]string{"role": "edge"},
+			Annotations: map[string]string{kilov1alpha1.AnnotationKey: "k", kilov1alpha1.AnnotationLocation: "dc1"},
+		},
+		Spec: corev1.NodeSpec{PodCIDR: "10.1.0.0/24", PodCIDRs: []string{"10.1.0.0/24"}},
+		Status: corev1.NodeStatus{
+			Addresses: []corev1.NodeAddress{
+				{Type: corev1.NodeInternalIP, Address: "192.168.0.1"},
+				{Type: corev1.NodeExternalIP, Address: "203.0.113.1"},
+			},
+			Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}},
+		},
+	}
+	cases := map[string]struct {
+		reason string
+		in     any
+		want   any
+	}{
+		"Node": {
+			reason: "Only the fields of the inventory contract are kept; heartbeats, managed fields and the rest go.",
+			in:     fullNode("1700000000", t0, "1"),
+			want:   want,
+		},
+		"Idempotent": {
+			reason: "A slim Node stays as it is.",
+			in:     want,
+			want:   want,
+		},
+		"Other": {
+			reason: "Anything else passes through.",
+			in:     "tombstone",
+			want:   "tombstone",
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			got, err := SlimNode(tc.in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("\n%s\nSlimNode(...): -want, +got:\n%s", tc.reason, diff)
+			}
+		})
+	}
+}
+
+func TestSameButVersion(t *testing.T) {
+	t0 := time.Unix(1700000000, 0)
+	slim := func(n *corev1.Node) any {
+		s, _ := SlimNode(n)
+		return s
+	}
+	changedKey := fullNode("1700000030", t0, "3")
+	changedKey.Annotations[kilov1alpha1.AnnotationKey] = "k2"
+	peer := func(rv, key string) *kilov1alpha1.Peer {
+		return &kilov1alpha1.Peer{ObjectMeta: metav1.ObjectMeta{Name: "p", ResourceVersion: rv}, Spec: kilov1alpha1.PeerSpec{PublicKey: key}}
+	}
+	cases := map[string]struct {
+		reason string
+		a, b   any
+		want   bool
+	}{
+		"Heartbeat": {
+			reason: "Kilo's and the kubelet's heartbeats change nothing that is kept: no wake-up.",
+			a:      slim(fullNode("1700000000", t0, "1")),
+			b:      slim(fullNode("1700000030", t0.Add(30*time.Second), "2")),
+			want:   true,
+		},
+		"Key": {
+			reason: "A new key is a change.",
+			a:      slim(fullNode("1700000000", t0, "1")),
+			b:      slim(changedKey),
+			want:   false,
+		},
+		"PeerSame": {
+			reason: "A Peer written again unchanged is no change.",
+			a:      peer("1", "k"),
+			b:      peer("2", "k"),
+			want:   true,
+		},
+		"PeerChanged": {
+			reason: "A Peer with a new key is a change.",
+			a:      peer("1", "k"),
+			b:      peer("2", "k2"),
+			want:   false,
+		},
+		"Mixed": {
+			reason: "Objects of different kinds differ.",
+			a:      peer("1", "k"),
+			b:      slim(fullNode("1", t0, "1")),
+			want:   false,
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			if got := sameButVersion(tc.a, tc.b); got != tc.want {
+				t.Errorf("\n%s\nsameButVersion(...): want %t, got %t", tc.reason, tc.want, got)
+			}
+		})
+	}
+}

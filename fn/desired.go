@@ -176,7 +176,7 @@ func compose(rsp *fnv1.RunFunctionResponse, x *xrMesh, o *observed, plan *mesh.P
 		}
 		put(prefixInventory+c.Name, &structpb.Struct{Fields: map[string]*structpb.Value{
 			"apiVersion": str(kubev1alpha1.GroupVersion.String()),
-			"kind":       str(inventoryKind.Kind),
+			"kind":       str(kubev1alpha1.NodeInventoryKind),
 			"spec": object(map[string]*structpb.Value{
 				"providerConfigRef": providerConfigRef(c.ProviderConfigRef),
 				"forProvider":       object(params),

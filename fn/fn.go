@@ -99,7 +99,7 @@ func (f *Function) RunFunction(_ context.Context, req *fnv1.RunFunctionRequest) 
 		response.Fatal(rsp, errors.Wrap(err, errCompose))
 		return rsp, nil
 	}
-	if err := writeStatus(rsp, req, plan); err != nil {
+	if err := writeStatus(rsp, plan); err != nil {
 		response.Fatal(rsp, errors.Wrap(err, errStatus))
 		return rsp, nil
 	}

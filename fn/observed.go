@@ -10,7 +10,6 @@ import (
 	"github.com/crossplane/function-sdk-go/errors"
 	fnv1 "github.com/crossplane/function-sdk-go/proto/v1"
 
-	kubev1alpha1 "github.com/kilomesh/kilomesh/apis/kube/v1alpha1"
 	meshv1alpha1 "github.com/kilomesh/kilomesh/apis/mesh/v1alpha1"
 	"github.com/kilomesh/kilomesh/fn/mesh"
 )
@@ -235,6 +234,3 @@ func ready(r *fnv1.Resource) fnv1.Ready {
 	}
 	return fnv1.Ready_READY_TRUE
 }
-
-// inventoryKind is the kind of the composed NodeInventories.
-var inventoryKind = kubev1alpha1.NodeInventoryGroupVersionKind

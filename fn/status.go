@@ -56,8 +56,7 @@ func setStatus(rsp *fnv1.RunFunctionResponse, status *structpb.Value) {
 
 // writeStatus reports a planned mesh: status, conditions and one Warning per
 // problem kind per cluster.
-func writeStatus(rsp *fnv1.RunFunctionResponse, req *fnv1.RunFunctionRequest, plan *mesh.Plan) error {
-	_ = req
+func writeStatus(rsp *fnv1.RunFunctionResponse, plan *mesh.Plan) error {
 	status, err := toValue(plan.Status)
 	if err != nil {
 		return errors.Wrap(err, "cannot convert the status")

@@ -61,8 +61,8 @@ const InjectedIdentityKey = "injected-identity"
 // thousands of Peers in one reconcile, and the default of 5 requests per
 // second would stretch that to minutes.
 const (
-	memberQPS   = 100
-	memberBurst = 200
+	memberQPS   = 300
+	memberBurst = 600
 	userAgent   = "provider-kilomesh"
 )
 

@@ -20,6 +20,7 @@ package nodeinventory
 
 import (
 	"context"
+	"encoding/json"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -47,7 +48,15 @@ import (
 	"github.com/kilomesh/kilomesh/provider/internal/remote"
 )
 
+// MaxStatusBytes is the most status an inventory publishes. etcd refuses
+// objects over 1.5 MiB by default; the rest is left for metadata, spec and
+// conditions. Beyond it an inventory reports the problem instead of failing
+// every write.
+const MaxStatusBytes = 1_300_000
+
 const (
+	errFmtTooLarge  = "the %d selected Nodes need %d bytes of status, more than the %d one object can hold: split the cluster across NodeInventories with spec.forProvider.nodeSelector"
+	errMarshal      = "cannot measure the status"
 	errSelector     = "spec.forProvider.nodeSelector is not a valid label selector"
 	errObserveNodes = "cannot observe the Nodes of the cluster"
 	errObservePeers = "cannot observe the Peers of the cluster"
@@ -116,7 +125,7 @@ func (c *connector) Connect(ctx context.Context, cr *v1alpha1.NodeInventory) (ma
 		return nil, err
 	}
 	u := remote.User{Kind: v1alpha1.NodeInventoryKind, NamespacedName: types.NamespacedName{Namespace: cr.GetNamespace(), Name: cr.GetName()}}
-	return &external{cluster: c.registry.Acquire(u, creds), now: c.now}, nil
+	return &external{cluster: c.registry.Acquire(u, creds), now: c.now, maxBytes: MaxStatusBytes}, nil
 }
 
 // A Cluster is the part of a member cluster an inventory reads.
@@ -127,8 +136,9 @@ type Cluster interface {
 
 // An external observes one inventory's cluster through its shared watch.
 type external struct {
-	cluster Cluster
-	now     func() time.Time
+	cluster  Cluster
+	now      func() time.Time
+	maxBytes int
 }
 
 // Observe publishes the cluster's Nodes (and foreign Peers) in the
@@ -168,9 +178,19 @@ func (e *external) Observe(ctx context.Context, cr *v1alpha1.NodeInventory) (man
 	if at.ObservedAt == nil || recovering ||
 		!equality.Semantic.DeepEqual(at.Nodes, observed) ||
 		!equality.Semantic.DeepEqual(at.ForeignPeers, foreign) {
-		at.Nodes = observed
-		at.ForeignPeers = foreign
-		at.ObservedAt = &metav1.Time{Time: e.now().UTC().Truncate(time.Second)}
+		next := v1alpha1.NodeInventoryObservation{
+			ObservedAt:   &metav1.Time{Time: e.now().UTC().Truncate(time.Second)},
+			Nodes:        observed,
+			ForeignPeers: foreign,
+		}
+		b, err := json.Marshal(next)
+		if err != nil {
+			return managed.ExternalObservation{}, errors.Wrap(err, errMarshal)
+		}
+		if len(b) > e.maxBytes {
+			return managed.ExternalObservation{}, errors.Errorf(errFmtTooLarge, len(observed), len(b), e.maxBytes)
+		}
+		*at = next
 	}
 	cr.SetConditions(xpv2.Available())
 	return managed.ExternalObservation{ResourceExists: true, ResourceUpToDate: true}, nil

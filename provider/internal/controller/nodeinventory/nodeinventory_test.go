@@ -72,11 +72,22 @@ func TestObserve(t *testing.T) {
 		err error
 	}
 	cases := map[string]struct {
-		reason  string
-		cluster *fakeCluster
-		cr      *v1alpha1.NodeInventory
-		want    want
+		reason   string
+		cluster  *fakeCluster
+		cr       *v1alpha1.NodeInventory
+		maxBytes int
+		want     want
 	}{
+		"TooLarge": {
+			reason:   "A status too large for one object is refused with advice, keeping what was published.",
+			cluster:  &fakeCluster{nodes: []*corev1.Node{nodeA, {ObjectMeta: metav1.ObjectMeta{Name: "b"}}}},
+			cr:       inventory(corev1.ConditionTrue, v1alpha1.NodeInventoryObservation{ObservedAt: &then}, nil),
+			maxBytes: 80,
+			want: want{
+				at:  v1alpha1.NodeInventoryObservation{ObservedAt: &then},
+				err: errors.Errorf(errFmtTooLarge, 2, 120, 80),
+			},
+		},
 		"FirstObservation": {
 			reason:  "The first observation publishes the Nodes and the time.",
 			cluster: &fakeCluster{nodes: []*corev1.Node{nodeA}},
@@ -152,7 +163,11 @@ func TestObserve(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			e := &external{cluster: tc.cluster, now: func() time.Time { return now }}
+			maxBytes := tc.maxBytes
+			if maxBytes == 0 {
+				maxBytes = MaxStatusBytes
+			}
+			e := &external{cluster: tc.cluster, now: func() time.Time { return now }, maxBytes: maxBytes}
 			obs, err := e.Observe(context.Background(), tc.cr)
 			if diff := cmp.Diff(tc.want.err, err, test.EquateErrors()); diff != "" {
 				t.Errorf("\n%s\nObserve(...): -want error, +got error:\n%s", tc.reason, diff)

@@ -149,8 +149,9 @@ type external struct {
 	kube  client.Client
 
 	// plan is the result of the last Observe, used by the Create, Update or
-	// Delete of the same reconcile.
-	plan Plan
+	// Delete of the same reconcile, and selector the set's selector.
+	plan     Plan
+	selector map[string]string
 }
 
 // Observe compares the set with the Peers of the cluster.
@@ -164,6 +165,7 @@ func (e *external) Observe(ctx context.Context, cr *v1alpha1.PeerSet) (managed.E
 		return managed.ExternalObservation{}, errors.Wrap(err, errObservePeers)
 	}
 	e.plan = NewPlan(cr.Spec.ForProvider, actual)
+	e.selector = cr.Spec.ForProvider.Selector
 	if meta.WasDeleted(cr) {
 		return managed.ExternalObservation{ResourceExists: len(e.plan.Owned) > 0}, nil
 	}
@@ -267,7 +269,24 @@ func (e *external) apply(ctx context.Context, c Change) error {
 		u.SetResourceVersion(c.Have.ResourceVersion)
 		opts = append(opts, client.ForceOwnership)
 	}
-	if err := e.kube.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), opts...); err != nil {
+	err = e.kube.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), opts...)
+	if kerrors.IsConflict(err) && c.Have != nil {
+		// The watch lagged behind a change (often this set's own last
+		// apply): look again, and apply once more if the Peer is still ours.
+		fresh := &kilov1alpha1.Peer{}
+		if gerr := e.kube.Get(ctx, client.ObjectKey{Name: c.Want.Name}, fresh); gerr != nil {
+			return errors.Wrapf(gerr, errFmtApplyPeer, c.Want.Name)
+		}
+		if !Owns(e.selector, fresh) {
+			return errors.Wrapf(err, errFmtApplyPeer, c.Want.Name)
+		}
+		if Matches(fresh, c.Want) {
+			return nil
+		}
+		u.SetResourceVersion(fresh.ResourceVersion)
+		err = e.kube.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), opts...)
+	}
+	if err != nil {
 		return errors.Wrapf(err, errFmtApplyPeer, c.Want.Name)
 	}
 	got := &kilov1alpha1.Peer{}
@@ -303,6 +322,17 @@ func (e *external) deleteAll(ctx context.Context, peers []*kilov1alpha1.Peer) []
 		rv := p.ResourceVersion
 		err := e.kube.Delete(ctx, &kilov1alpha1.Peer{ObjectMeta: metav1.ObjectMeta{Name: p.Name}},
 			client.Preconditions{UID: &p.UID, ResourceVersion: &rv})
+		if kerrors.IsConflict(err) {
+			// The watch lagged behind a change: delete only if the Peer is
+			// still this set's own.
+			fresh := &kilov1alpha1.Peer{}
+			if gerr := e.kube.Get(ctx, client.ObjectKey{Name: p.Name}, fresh); gerr != nil {
+				err = gerr
+			} else if Owns(e.selector, fresh) {
+				frv := fresh.ResourceVersion
+				err = e.kube.Delete(ctx, fresh, client.Preconditions{UID: &fresh.UID, ResourceVersion: &frv})
+			}
+		}
 		if resource.IgnoreNotFound(err) != nil {
 			mu.Lock()
 			errs = append(errs, errors.Wrapf(err, errFmtDelPeer, p.Name))

@@ -1,0 +1,138 @@
+/*
+Copyright 2026 The kilomesh Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package main
+
+import (
+	"archive/tar"
+	"bytes"
+	"io"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+
+	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
+)
+
+type entry struct {
+	Name     string
+	Mode     int64
+	UID, GID int
+	Body     string
+}
+
+func entries(t *testing.T, b []byte) []entry {
+	t.Helper()
+	var out []entry
+	tr := tar.NewReader(bytes.NewReader(b))
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			return out
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, err := io.ReadAll(tr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, entry{Name: h.Name, Mode: h.Mode, UID: h.Uid, GID: h.Gid, Body: string(body)})
+	}
+}
+
+func TestLayerTar(t *testing.T) {
+	cases := map[string]struct {
+		reason     string
+		entrypoint string
+		want       []entry
+	}{
+		"Nested": {
+			reason:     "The folders leading to the binary exist, /tmp is writable by all, and the binary belongs to the user.",
+			entrypoint: "/usr/local/bin/app",
+			want: []entry{
+				{Name: "usr/", Mode: 0o755},
+				{Name: "usr/local/", Mode: 0o755},
+				{Name: "usr/local/bin/", Mode: 0o755},
+				{Name: "tmp/", Mode: 0o1777},
+				{Name: "usr/local/bin/app", Mode: 0o755, UID: 65532, GID: 65532, Body: "binary"},
+			},
+		},
+		"Root": {
+			reason:     "A binary at the root needs no folder.",
+			entrypoint: "/app",
+			want: []entry{
+				{Name: "tmp/", Mode: 0o1777},
+				{Name: "app", Mode: 0o755, UID: 65532, GID: 65532, Body: "binary"},
+			},
+		},
+	}
+	for n, tc := range cases {
+		t.Run(n, func(t *testing.T) {
+			got := entries(t, layerTar(tc.entrypoint, []byte("binary"), 65532))
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("\n%s\nlayerTar(...): -want, +got:\n%s", tc.reason, diff)
+			}
+		})
+	}
+}
+
+func TestRun(t *testing.T) {
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "bin")
+	if err := writeFile(bin, "binary"); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "image.tar")
+	c := &CLI{Binary: bin, Entrypoint: "/usr/local/bin/app", Args: []string{"--debug"}, UID: 65532, Platform: "linux/arm64", Tag: "example.com/org/app:v1", Out: out, Port: []string{"8080/tcp"}}
+	if err := c.Run(); err != nil {
+		t.Fatal(err)
+	}
+	tag, err := name.NewTag("example.com/org/app:v1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, err := tarball.ImageFromPath(out, &tag)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cf, err := img.ConfigFile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	type summary struct {
+		OS, Arch, User    string
+		Entrypoint, Cmd   []string
+		Ports, LayerCount int
+	}
+	layers, err := img.Layers()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := summary{OS: cf.OS, Arch: cf.Architecture, User: cf.Config.User, Entrypoint: cf.Config.Entrypoint, Cmd: cf.Config.Cmd, Ports: len(cf.Config.ExposedPorts), LayerCount: len(layers)}
+	want := summary{OS: "linux", Arch: "arm64", User: "65532:65532", Entrypoint: []string{"/usr/local/bin/app"}, Cmd: []string{"--debug"}, Ports: 1, LayerCount: 1}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("Run: the image runs the binary as the non-root user on the platform: -want, +got:\n%s", diff)
+	}
+}
+
+func writeFile(path, body string) error {
+	return os.WriteFile(path, []byte(body), 0o600)
+}

@@ -39,7 +39,7 @@ import (
 const FieldOwner = "kilomesh"
 
 const (
-	errApplyUsage  = "cannot record the use of the provider-kubernetes config (is provider-kubernetes installed?)"
+	errApplyUsage  = "cannot record the use of the provider-kubernetes config"
 	errDeleteUsage = "cannot delete the record of the use of the provider-kubernetes config"
 )
 

@@ -176,7 +176,7 @@ func StartMember(t testing.TB, o MemberOptions) *Member {
 	if err := ApplyFile(ctx, admin, filepath.Join(top, MemberRBAC)); err != nil {
 		t.Fatal(err)
 	}
-	token, err := serviceAccountToken(ctx, cfg, "kube-system", "kilomesh")
+	token, err := ServiceAccountToken(ctx, cfg, "kube-system", "kilomesh")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -206,7 +206,8 @@ func Kubeconfig(server string, ca []byte, token string) ([]byte, error) {
 	return clientcmd.Write(*c)
 }
 
-func serviceAccountToken(ctx context.Context, cfg *rest.Config, ns, name string) (string, error) {
+// ServiceAccountToken returns a token of an hour for a ServiceAccount.
+func ServiceAccountToken(ctx context.Context, cfg *rest.Config, ns, name string) (string, error) {
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return "", err

@@ -228,3 +228,12 @@ func (f ReleasingFinalizer) RemoveFinalizer(ctx context.Context, obj resource.Ob
 	}
 	return f.Finalizer.RemoveFinalizer(ctx, obj)
 }
+
+// ControllerRateLimiter is the per-resource retry back-off of the
+// controllers that follow member clusters: from 100 ms (crossplane-runtime's
+// default starts at a second) to a minute. The most common retry is a
+// status write that met a cache a moment behind the previous write; waiting
+// a second for it would break the promise of status within about a second.
+func ControllerRateLimiter() workqueue.TypedRateLimiter[reconcile.Request] {
+	return workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](100*time.Millisecond, time.Minute)
+}

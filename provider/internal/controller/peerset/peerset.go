@@ -103,9 +103,11 @@ func Setup(mgr ctrl.Manager, o controller.Options, reg *remote.Registry, usage *
 	}
 	r := managed.NewReconciler(mgr, resource.ManagedKind(v1alpha1.PeerSetGroupVersionKind), opts...)
 
+	co := o.ForControllerRuntime()
+	co.RateLimiter = remote.ControllerRateLimiter()
 	return ctrl.NewControllerManagedBy(mgr).
 		Named(name).
-		WithOptions(o.ForControllerRuntime()).
+		WithOptions(co).
 		For(&v1alpha1.PeerSet{}, builder.WithPredicates(resource.DesiredStateChanged())).
 		WatchesRawSource(reg.Source(v1alpha1.PeerSetKind)).
 		Complete(ratelimiter.NewReconciler(name, errors.WithSilentRequeueOnConflict(r), o.GlobalRateLimiter))

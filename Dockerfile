@@ -23,24 +23,28 @@ ENV CGO_ENABLED=0
 FROM source AS build-function
 ARG TARGETOS
 ARG TARGETARCH
-RUN GOOS=$TARGETOS GOARCH=$TARGETARCH go build -trimpath -ldflags="-s -w" -o /out/function-kilomesh ./fn
+RUN GOOS=$TARGETOS GOARCH=$TARGETARCH go build -trimpath -ldflags="-s -w" -o /out/function-kilomesh ./fn && mkdir -m 1777 /out/tmp
 
 FROM source AS build-provider
 ARG TARGETOS
 ARG TARGETARCH
-RUN GOOS=$TARGETOS GOARCH=$TARGETARCH go build -trimpath -ldflags="-s -w" -o /out/provider-kilomesh ./provider/cmd/provider
+RUN GOOS=$TARGETOS GOARCH=$TARGETARCH go build -trimpath -ldflags="-s -w" -o /out/provider-kilomesh ./provider/cmd/provider && mkdir -m 1777 /out/tmp
 
 # function-kilomesh serves gRPC on :9443; Crossplane passes its TLS
 # certificates in TLS_SERVER_CERTS_DIR.
 FROM scratch AS function
-COPY --from=build-function /out/function-kilomesh /usr/local/bin/function-kilomesh
+COPY --from=build-function --chown=65532:65532 /out/function-kilomesh /usr/local/bin/function-kilomesh
+COPY --from=build-function /out/tmp /tmp
+ENV PATH=/usr/local/bin:/usr/bin:/bin
 USER 65532:65532
 EXPOSE 9443
 ENTRYPOINT ["/usr/local/bin/function-kilomesh"]
 
 # provider-kilomesh serves metrics on :8080 and health probes on :8081.
 FROM scratch AS provider
-COPY --from=build-provider /out/provider-kilomesh /usr/local/bin/provider-kilomesh
+COPY --from=build-provider --chown=65532:65532 /out/provider-kilomesh /usr/local/bin/provider-kilomesh
+COPY --from=build-provider /out/tmp /tmp
+ENV PATH=/usr/local/bin:/usr/bin:/bin
 USER 65532:65532
 EXPOSE 8080 8081
 ENTRYPOINT ["/usr/local/bin/provider-kilomesh"]

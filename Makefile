@@ -31,7 +31,7 @@ check-generate: generate ## Fail when generated files are out of date.
 .PHONY: lint
 lint: ## Run golangci-lint.
 	test/tools/build.sh golangci-lint
-	$(BIN)/golangci-lint run $(GO_PACKAGES)
+	$(BIN)/golangci-lint run --build-tags bench,e2e $(GO_PACKAGES)
 
 .PHONY: unit
 unit: ## Run unit tests (the provider tests start real kube-apiservers).
@@ -62,8 +62,16 @@ docs-check: ## Check the docs: YAML blocks against the schemas, make targets, li
 test: check-generate lint unit fuzz render-check docs-check ## Run every test.
 
 .PHONY: bench
-bench: ## Run the benchmarks.
-	go test -run='^$$' -bench=. -benchmem $(GO_PACKAGES)
+bench: ## Run the benchmarks: function and planner, then provider-kilomesh against real API servers (~5 min).
+	go test -run='^$$' -bench=. -benchmem ./fn/...
+	test/tools/build.sh etcd kube
+	go test -tags bench -count=1 -timeout 40m -v ./provider/bench/
+
+.PHONY: images
+images: ## Build the function, provider and configuration packages into _output/ without Docker.
+	package/build.sh function
+	package/build.sh provider
+	package/build.sh configuration
 
 .PHONY: demo
 demo: ## Dry-run examples/render/three-clusters and print the Peers of every member.

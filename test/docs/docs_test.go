@@ -396,12 +396,3 @@ func TestLinks(t *testing.T) {
 		}
 	}
 }
-
-// TestMemberRBACExample checks that the RBAC users apply to their members
-// is, byte for byte, the one the end-to-end stack applies and tests.
-func TestMemberRBACExample(t *testing.T) {
-	const example, tested = "examples/member-rbac.yaml", "test/stack/member-rbac.yaml"
-	if read(t, example) != read(t, tested) {
-		t.Errorf("%s differs from %s: copy the tested file over the example", example, tested)
-	}
-}

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Creates kilomesh's least-privilege identity in one cluster of the stack
-# (test/stack/member-rbac.yaml, applied unchanged) and writes a kubeconfig that
+# (examples/member-rbac.yaml, applied unchanged) and writes a kubeconfig that
 # uses its ServiceAccount token and the cluster's CA.
 #
 #   test/stack/member-kubeconfig.sh CLUSTER OUT
@@ -22,7 +22,7 @@ kcm_var=$(stack_var "$c" KCM)
 server=${!server_var}
 ca=${!ca_var}
 
-stack_kubectl "$c" apply -f "$STACK_TOP/test/stack/member-rbac.yaml" >/dev/null
+stack_kubectl "$c" apply -f "$STACK_TOP/examples/member-rbac.yaml" >/dev/null
 
 timeout=${STACK_TIMEOUT:-30}
 deadline=$((SECONDS + timeout))

@@ -58,7 +58,7 @@ const providerKubernetes = "github.com/crossplane-contrib/provider-kubernetes@v1
 
 // MemberRBAC is the manifest applied to every member cluster, relative to
 // the top of the repository. It is the one the documentation ships.
-const MemberRBAC = "examples/provider/member-rbac.yaml"
+const MemberRBAC = "examples/member-rbac.yaml"
 
 // Enabled reports whether API servers can be started.
 func Enabled() bool { return os.Getenv(AssetsVar) != "" }

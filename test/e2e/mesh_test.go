@@ -1,0 +1,450 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	kilov1alpha1 "github.com/kilomesh/kilomesh/apis/kilo/v1alpha1"
+	"github.com/kilomesh/kilomesh/test/stack/fixture"
+)
+
+// The members of examples/mesh.yaml, and a Peer made by hand in one of them.
+var (
+	meshMembers = []string{"cluster-a", "cluster-b", "cluster-c"}
+	vpnMember   = "cluster-b"
+	vpnPeer     = &kilov1alpha1.Peer{
+		Spec: kilov1alpha1.PeerSpec{
+			AllowedIPs:          []string{"10.250.0.1/32"},
+			PublicKey:           fixture.Key("a VPN client made by hand"),
+			PersistentKeepalive: 10,
+		},
+	}
+)
+
+// TestClusterMesh runs the life of a three-member mesh, once per delivery
+// mode: creation, bad input next to it, overlapping CIDRs, node changes,
+// crashes of the local processes, an unreachable member, a member removed,
+// the mesh deleted. A Peer made by hand stays untouched throughout, and no
+// credential ever shows in a status, an event or a log.
+func TestClusterMesh(t *testing.T) {
+	ctx := context.Background()
+	modes := strings.Fields(os.Getenv("E2E_MODES"))
+	if len(modes) == 0 {
+		modes = []string{"Objects", "PeerSet"}
+	}
+
+	vpnPeer.Name = "vpn-alice"
+	if err := kube[vpnMember].Create(ctx, vpnPeer.DeepCopy()); err != nil && !strings.Contains(err.Error(), "already exists") {
+		t.Fatalf("cannot create the hand-made Peer: %v", err)
+	}
+	vpn := &kilov1alpha1.Peer{}
+	if err := kube[vpnMember].Get(ctx, client.ObjectKey{Name: vpnPeer.Name}, vpn); err != nil {
+		t.Fatal(err)
+	}
+
+	for _, mode := range modes {
+		t.Run(mode, func(t *testing.T) { testMode(ctx, t, mode, vpn) })
+	}
+
+	t.Run("hand-made Peer untouched", func(t *testing.T) { checkVPN(ctx, t, vpn) })
+	t.Run("no credentials in status, events or logs", func(t *testing.T) { checkNoCredentials(ctx, t) })
+}
+
+// checkVPN fails unless the hand-made Peer is exactly as it was made.
+func checkVPN(ctx context.Context, t *testing.T, want *kilov1alpha1.Peer) {
+	t.Helper()
+	got := &kilov1alpha1.Peer{}
+	if err := kube[vpnMember].Get(ctx, client.ObjectKey{Name: want.Name}, got); err != nil {
+		t.Fatalf("the hand-made Peer %s in %s: %v", want.Name, vpnMember, err)
+	}
+	if got.UID != want.UID || got.ResourceVersion != want.ResourceVersion {
+		t.Errorf("the hand-made Peer %s in %s was touched: uid %s -> %s, resourceVersion %s -> %s",
+			want.Name, vpnMember, want.UID, got.UID, want.ResourceVersion, got.ResourceVersion)
+	}
+}
+
+// resetNodes brings every member's Nodes back to the fixture: its Nodes as
+// they are seeded, and no others.
+func resetNodes(ctx context.Context, t *testing.T) {
+	t.Helper()
+	sets := fixture.Mesh()
+	for k, v := range fixture.Extra() {
+		sets[k] = v
+	}
+	for c, nodes := range sets {
+		want := map[string]bool{}
+		for _, n := range nodes {
+			want[n.Name] = true
+			if err := fixture.Apply(ctx, kube[c], n); err != nil {
+				t.Fatal(err)
+			}
+		}
+		have, err := fixture.List(ctx, kube[c])
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range have {
+			if !want[n.Name] {
+				if err := fixture.Delete(ctx, kube[c], n.Name); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+	}
+}
+
+// snapshotStatus keeps the status of every ClusterMesh and managed resource
+// of the run, for the credentials check at the end.
+var statusSnapshots []string
+
+func snapshotStatus(ctx context.Context, t *testing.T) {
+	t.Helper()
+	for _, kind := range []string{"clustermeshes.kilomesh.io", "nodeinventories.kube.kilomesh.io", "peersets.kube.kilomesh.io", "objects.kubernetes.m.crossplane.io"} {
+		out, err := kubectl(ctx, env.Management(), "get", kind, "-A", "-o", "json")
+		if err != nil {
+			t.Logf("cannot snapshot %s: %v", kind, err)
+			continue
+		}
+		statusSnapshots = append(statusSnapshots, out)
+	}
+}
+
+func testMode(ctx context.Context, t *testing.T, mode string, vpn *kilov1alpha1.Peer) {
+	ref := meshRef{ns: "mesh-" + strings.ToLower(mode), name: "mesh"}
+	resetNodes(ctx, t)
+	if err := script(ctx, "providerconfigs.sh", append([]string{ref.ns}, meshMembers...)...); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { snapshotStatus(ctx, t) })
+
+	if !t.Run("three-cluster mesh", func(t *testing.T) { testCreate(ctx, t, mode, ref) }) {
+		t.FailNow()
+	}
+	t.Run("bad input", func(t *testing.T) { testBadInput(ctx, t, mode, ref) })
+	t.Run("overlapping CIDRs freeze the mesh", func(t *testing.T) { testOverlap(ctx, t, ref) })
+	t.Run("members follow node changes", func(t *testing.T) { testFollow(ctx, t, mode, ref) })
+	t.Run("processes killed and restarted", func(t *testing.T) { testCrash(ctx, t, ref) })
+	t.Run("member unreachable", func(t *testing.T) { testOutage(ctx, t, mode, ref) })
+	t.Run("cluster removed from the spec", func(t *testing.T) { testRemoveCluster(ctx, t, ref) })
+	snapshotStatus(ctx, t)
+	t.Run("mesh deleted", func(t *testing.T) { testDelete(ctx, t, ref) })
+	t.Run("hand-made Peer untouched", func(t *testing.T) { checkVPN(ctx, t, vpn) })
+}
+
+// testCreate applies examples/mesh.yaml and checks every member against the
+// planner and against fixed expectations.
+func testCreate(ctx context.Context, t *testing.T, mode string, ref meshRef) {
+	u := exampleMesh(t, ref.ns, mode)
+	ref.name = u.GetName()
+	start := time.Now()
+	if err := mgmt.Create(ctx, u); err != nil {
+		t.Fatal(err)
+	}
+	took := waitConverged(ctx, t, ref, convergeTimeout)
+
+	// Fixed expectations: every member holds the two segments of each other member.
+	leaders := map[string][]string{
+		"cluster-a": {"node-a1", "node-a2"},
+		"cluster-b": {"node-b1", "node-b3"},
+		"cluster-c": {"node-c1", "node-c2"},
+	}
+	for _, target := range meshMembers {
+		var want []string
+		for _, src := range meshMembers {
+			if src == target {
+				continue
+			}
+			for _, l := range leaders[src] {
+				want = append(want, peerName(ref, src, l))
+			}
+		}
+		sort.Strings(want)
+		var got []string
+		keys := map[string]string{}
+		for _, p := range meshPeers(target, ref) {
+			got = append(got, p.Name)
+			if other, dup := keys[p.Spec.PublicKey]; dup {
+				t.Errorf("%s holds two Peers with one key: %s and %s", target, other, p.Name)
+			}
+			keys[p.Spec.PublicKey] = p.Name
+		}
+		sort.Strings(got)
+		if strings.Join(got, " ") != strings.Join(want, " ") {
+			t.Errorf("%s holds Peers %v, want %v", target, got, want)
+		}
+	}
+	a := rec.snapshot("cluster-a")
+	if p := a[peerName(ref, "cluster-c", "node-c2")]; p.Spec.Endpoint != nil || p.Spec.PersistentKeepalive < 25 {
+		t.Errorf("the roaming node-c2 should have no endpoint and a keepalive of at least 25 s: %+v", p.Spec)
+	}
+	if p := a[peerName(ref, "cluster-b", "node-b1")]; !contains(p.Spec.AllowedIPs, "10.2.2.0/24") {
+		t.Errorf("the Peer of location dc1 should route its non-leader node-b2's pod CIDR 10.2.2.0/24: %v", p.Spec.AllowedIPs)
+	}
+	if p := a[peerName(ref, "cluster-b", "node-b3")]; p.Spec.Endpoint == nil || p.Spec.Endpoint.DNSOrIP.DNS != "vpn-b.example.net" || p.Spec.Endpoint.Port != 51821 {
+		t.Errorf("the Peer of location dc2 should use node-b3's clustermesh-endpoint vpn-b.example.net:51821: %+v", p.Spec.Endpoint)
+	}
+
+	// What kubectl shows, once the mesh is Ready.
+	waitCondition(ctx, t, ref, "Ready", "True", convergeTimeout)
+	_, opens := xpBreaker.last()
+	report.notef("%s: a new three-member mesh: every member held its Peers %.1fs after it was created, the ClusterMesh was Ready after %.1fs (Crossplane's watch circuit breakers opened so far: %.0f)",
+		mode, took.Seconds(), time.Since(start).Seconds(), opens)
+	out, err := kubectl(ctx, env.Management(), "get", "clustermesh", "-n", ref.ns, ref.name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cols := columns(out)
+	for k, v := range map[string]string{"READY": "True", "SYNCED": "True", "CLUSTERS": "3", "PEERS": "12", "SKIPPED": "4"} {
+		if cols[k] != v {
+			t.Errorf("kubectl get clustermesh shows %s=%q, want %q:\n%s", k, cols[k], v, out)
+		}
+	}
+	t.Logf("Peers in every member after %.1fs, Ready after %.1fs:\n%s", took.Seconds(), time.Since(start).Seconds(), out)
+}
+
+// columns reads a one-row kubectl table into column -> value.
+func columns(table string) map[string]string {
+	lines := strings.Split(strings.TrimSpace(table), "\n")
+	out := map[string]string{}
+	if len(lines) < 2 {
+		return out
+	}
+	head, row := strings.Fields(lines[0]), strings.Fields(lines[1])
+	for i, h := range head {
+		if i < len(row) {
+			out[h] = row[i]
+		}
+	}
+	return out
+}
+
+func contains(ss []string, s string) bool {
+	for _, x := range ss {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// inventoryKey reads, from a mesh's NodeInventory of a member, the key it
+// publishes for a node.
+func inventoryKey(ctx context.Context, ref meshRef, member, node string) (string, error) {
+	l := &unstructured.UnstructuredList{}
+	l.SetAPIVersion("kube.kilomesh.io/v1alpha1")
+	l.SetKind("NodeInventoryList")
+	if err := mgmt.List(ctx, l, client.InNamespace(ref.ns)); err != nil {
+		return "", err
+	}
+	for _, inv := range l.Items {
+		if inv.GetAnnotations()["crossplane.io/composition-resource-name"] != "inventory-"+member {
+			continue
+		}
+		nodes, _, _ := unstructured.NestedSlice(inv.Object, "status", "atProvider", "nodes")
+		for _, n := range nodes {
+			m, _ := n.(map[string]any)
+			if m["name"] == node {
+				k, _, _ := unstructured.NestedString(m, "kilo", "key")
+				return k, nil
+			}
+		}
+	}
+	return "", fmt.Errorf("no NodeInventory of %s in %s publishes %s", member, ref.ns, node)
+}
+
+// testOverlap introduces an overlap into the live mesh, changes a node while
+// it is frozen, and checks that no Peer of any member changes; then removes
+// the overlap and checks that the change arrives.
+func testOverlap(ctx context.Context, t *testing.T, ref meshRef) {
+	t0 := time.Now()
+	if err := patchMesh(ctx, ref, `[{"op":"add","path":"/spec/clusters/0/additionalCIDRs","value":["10.2.0.0/15"]}]`); err != nil {
+		t.Fatal(err)
+	}
+	waitCondition(ctx, t, ref, "NetworksOverlap", "True", convergeTimeout, "10.2.0.0/15")
+
+	// A node changes while the mesh is frozen: wait until its inventory
+	// publishes the change and the function has run since.
+	c1 := nodeOf(ctx, t, "cluster-c", "node-c1").With(kilov1alpha1.AnnotationKey, fixture.Key("node-c1 frozen"))
+	if err := fixture.Apply(ctx, kube["cluster-c"], c1); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(convergeTimeout)
+	for {
+		k, err := inventoryKey(ctx, ref, "cluster-c", "node-c1")
+		if err == nil && k == fixture.Key("node-c1 frozen") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the inventory of cluster-c did not publish node-c1's new key: %v", err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	calls, err := metric(crossplaneMetrics(), "function_run_function_request_total")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		n, err := metric(crossplaneMetrics(), "function_run_function_request_total")
+		if err == nil && n > calls {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the function did not run after node-c1 changed")
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	time.Sleep(10 * time.Second)
+	noChanges(t, t0, nil, "the mesh's networks overlap")
+	if _, _, msg, err := condition(ctx, ref, "NetworksOverlap"); err == nil {
+		t.Logf("NetworksOverlap=True: %s", msg)
+	}
+
+	// Fixed: the frozen change arrives.
+	if err := patchMesh(ctx, ref, `[{"op":"remove","path":"/spec/clusters/0/additionalCIDRs"}]`); err != nil {
+		t.Fatal(err)
+	}
+	waitCondition(ctx, t, ref, "NetworksOverlap", "False", convergeTimeout)
+	waitConverged(ctx, t, ref, convergeTimeout)
+	for _, m := range []string{"cluster-a", "cluster-b"} {
+		if p := rec.snapshot(m)[peerName(ref, "cluster-c", "node-c1")]; p.Spec.PublicKey != fixture.Key("node-c1 frozen") {
+			t.Errorf("%s did not receive node-c1's new key once the overlap was removed", m)
+		}
+	}
+}
+
+// nodeOf reads a Node of a member as a fixture Node.
+func nodeOf(ctx context.Context, t *testing.T, member, name string) fixture.Node {
+	t.Helper()
+	n := &corev1.Node{}
+	if err := kube[member].Get(ctx, client.ObjectKey{Name: name}, n); err != nil {
+		t.Fatal(err)
+	}
+	return fixture.FromObject(n)
+}
+
+// change makes one change in member src and times its arrival in every other
+// member of the mesh: pred tells, from a target's Peers, that it arrived.
+func change(ctx context.Context, t *testing.T, mode, kind, src string, do func() error, pred func(map[string]*kilov1alpha1.Peer) bool) {
+	t.Helper()
+	type w struct {
+		target string
+		w      *waiter
+	}
+	var ws []w
+	for _, target := range meshMembers {
+		if target == src {
+			continue
+		}
+		x, err := rec.expect(target, pred)
+		if err != nil {
+			t.Fatalf("%s in %s: %v", kind, src, err)
+		}
+		ws = append(ws, w{target, x})
+	}
+	events0, _ := metric(crossplaneMetrics(), "circuit_breaker_events_total")
+	t0 := time.Now()
+	if err := do(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		// The XR's watch events the change caused, once things settled.
+		time.Sleep(3 * time.Second)
+		if n, err := metric(crossplaneMetrics(), "circuit_breaker_events_total"); err == nil {
+			report.count(mode, kind, n-events0)
+		}
+	}()
+	for _, x := range ws {
+		wctx, cancel := context.WithTimeout(ctx, convergeTimeout)
+		at, err := x.w.wait(wctx)
+		cancel()
+		if err != nil {
+			t.Errorf("%s in %s did not reach %s within %s", kind, src, x.target, convergeTimeout)
+			continue
+		}
+		report.sample(mode, kind, at.Sub(t0))
+		t.Logf("%s in %s reached %s after %.2fs", kind, src, x.target, at.Sub(t0).Seconds())
+	}
+}
+
+// testFollow adds nodes, rotates their keys, changes their endpoint
+// annotation and deletes them, in cluster-a and cluster-c alternately, and
+// times each change's arrival in the other members.
+func testFollow(ctx context.Context, t *testing.T, mode string, ref meshRef) {
+	waitBreakerClosed(ctx, t, ref)
+	reps := 3
+	if v := os.Getenv("E2E_REPS"); v != "" {
+		_, _ = fmt.Sscan(v, &reps)
+	}
+	// A change costs the XR about 15 watch events and the circuit breaker
+	// refills 1 per second: a gap keeps it closed.
+	gap := envDuration("E2E_GAP", 15*time.Second)
+	opens0, _ := metric(crossplaneMetrics(), "circuit_breaker_opens_total")
+	type added struct {
+		src  string
+		name string
+		at   time.Time
+	}
+	var nodes []added
+	for i := range reps {
+		src, octet := "cluster-a", 1
+		if i%2 == 1 {
+			src, octet = "cluster-c", 3
+		}
+		name := fmt.Sprintf("node-x%d", i)
+		peer := peerName(ref, src, name)
+		n := fixture.Full(name, fmt.Sprintf("10.%d.%d.0/24", octet, 100+i), fmt.Sprintf("192.168.%d.%d", octet, 100+i), fmt.Sprintf("10.%d.0.%d/16", 200+octet, 100+i)).
+			With(kilov1alpha1.AnnotationEndpoint, fmt.Sprintf("192.0.2.%d:51820", 100+10*octet+i))
+		c := kube[src]
+
+		change(ctx, t, mode, "node added", src, func() error { return fixture.Apply(ctx, c, n) },
+			func(ps map[string]*kilov1alpha1.Peer) bool {
+				p := ps[peer]
+				return p != nil && p.Spec.PublicKey == fixture.Key(name)
+			})
+		nodes = append(nodes, added{src, name, time.Now()})
+		time.Sleep(gap)
+
+		key := fixture.Key(name + " rotated")
+		n = n.With(kilov1alpha1.AnnotationKey, key)
+		change(ctx, t, mode, "key rotated", src, func() error { return fixture.Apply(ctx, c, n) },
+			func(ps map[string]*kilov1alpha1.Peer) bool { p := ps[peer]; return p != nil && p.Spec.PublicKey == key })
+		time.Sleep(gap)
+
+		ip := fmt.Sprintf("198.18.0.%d", 10+i)
+		n = n.With(kilov1alpha1.AnnotationEndpoint, ip+":51821")
+		change(ctx, t, mode, "endpoint changed", src, func() error { return fixture.Apply(ctx, c, n) },
+			func(ps map[string]*kilov1alpha1.Peer) bool {
+				p := ps[peer]
+				return p != nil && p.Spec.Endpoint != nil && p.Spec.Endpoint.DNSOrIP.IP == ip && p.Spec.Endpoint.Port == 51821
+			})
+		time.Sleep(gap)
+	}
+	// A managed resource deleted within 30 s of its creation waits out
+	// crossplane-runtime's creation grace period: delete older nodes only.
+	for _, a := range nodes {
+		if d := 35*time.Second - time.Since(a.at); d > 0 {
+			time.Sleep(d)
+		}
+		peer := peerName(ref, a.src, a.name)
+		c := kube[a.src]
+		name := a.name
+		change(ctx, t, mode, "node deleted", a.src, func() error { return fixture.Delete(ctx, c, name) },
+			func(ps map[string]*kilov1alpha1.Peer) bool { return ps[peer] == nil })
+		time.Sleep(gap)
+	}
+	if opens, err := metric(crossplaneMetrics(), "circuit_breaker_opens_total"); err == nil {
+		report.notef("%s: the XR watch circuit breaker opened %.0f times during %d timed node changes (%s apart)", mode, opens-opens0, 4*reps, gap)
+	}
+	waitConverged(ctx, t, ref, convergeTimeout)
+}

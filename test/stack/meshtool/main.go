@@ -101,16 +101,16 @@ func (c *WaitCmd) Run(cli *CLI) error {
 	ctx, cancel := context.WithTimeout(context.Background(), c.Timeout)
 	defer cancel()
 	start := time.Now()
-	last := ""
+	last, printed := "", time.Now()
 	for {
 		why := converged(ctx, clients, env.Management(), c.Namespace, c.Name)
 		if why == "" {
 			fmt.Fprintf(os.Stderr, ">> ClusterMesh %s/%s converged after %.1fs\n", c.Namespace, c.Name, time.Since(start).Seconds())
 			return nil
 		}
-		if why != last {
+		if why != last || time.Since(printed) > 15*time.Second {
 			fmt.Fprintf(os.Stderr, ">> %5.1fs waiting: %s\n", time.Since(start).Seconds(), why)
-			last = why
+			last, printed = why, time.Now()
 		}
 		select {
 		case <-ctx.Done():
@@ -120,14 +120,13 @@ func (c *WaitCmd) Run(cli *CLI) error {
 	}
 }
 
-// converged says why the mesh has not converged, or nothing.
+// converged says why the mesh has not converged, or nothing: first every
+// member must hold exactly the planned Peers, then the ClusterMesh must be
+// Ready.
 func converged(ctx context.Context, clients map[string]client.WithWatch, mgmt, namespace, name string) string {
 	u, spec, err := stack.GetMesh(ctx, clients[mgmt], namespace, name)
 	if err != nil {
 		return err.Error()
-	}
-	if s, _ := condition(u, "Ready"); s != "True" {
-		return "the ClusterMesh is not Ready yet"
 	}
 	plan, err := stack.Want(ctx, clients, namespace, name, spec)
 	if err != nil {
@@ -143,8 +142,17 @@ func converged(ctx context.Context, clients map[string]client.WithWatch, mgmt, n
 			return m.Name + ": " + err.Error()
 		}
 		if d := stack.Diff(plan.Peers[m.Name], got); d != "" {
-			return fmt.Sprintf("%s holds %d of the mesh's Peers, %d expected, or they differ", m.Name, len(got), len(plan.Peers[m.Name]))
+			return fmt.Sprintf("%s holds %d of the mesh's Peers, %d planned, or they differ", m.Name, len(got), len(plan.Peers[m.Name]))
 		}
+	}
+	if s, text := condition(u, "Ready"); s != "True" {
+		msg := "every member holds its Peers; the ClusterMesh is not Ready yet"
+		if rs, rtext := condition(u, "Responsive"); rs == "False" {
+			msg += " (Crossplane's watch circuit breaker is open: " + rtext + ")"
+		} else if text != "" {
+			msg += " (" + text + ")"
+		}
+		return msg
 	}
 	return ""
 }

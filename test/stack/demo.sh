@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# make demo: a ClusterMesh of three member clusters, for real, on this
+# machine. Builds what is missing (the first time takes 10 to 20 minutes on
+# 2 cores; progress is shown), starts three kube-apiservers and Crossplane
+# (test/stack/up.sh, crossplane-up.sh), installs kilomesh from its packages,
+# seeds the members with Kilo Nodes (test/stack/fixture), applies
+# examples/mesh.yaml and prints, once every member holds exactly the Peers
+# the planner computes, the Peers of every member and the ClusterMesh status.
+#
+#   test/stack/demo.sh        (make demo)
+#   test/stack/demo-down.sh   (make demo-down) stops exactly what it started
+#
+# It runs in STACK_DIR (default .run/demo). Run it again while the demo is
+# up to print the mesh again.
+set -euo pipefail
+export STACK_DIR=${STACK_DIR:-$(cd "$(dirname "$0")/../.." && pwd -P)/.run/demo}
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+. "$(dirname "$0")/lib.sh"
+cd "$STACK_TOP"
+here=$STACK_TOP/test/stack
+started=$SECONDS
+
+# progress LABEL CMD... runs CMD and says every 30 s that it still runs.
+progress() {
+  local label=$1 pid t0=$SECONDS
+  shift
+  "$@" &
+  pid=$!
+  while ! wait_for_pid "$pid" 30; do
+    stack_log "$label: still running after $((SECONDS - t0))s"
+  done
+  wait "$pid"
+}
+# wait_for_pid PID SECONDS: true once PID has exited, false after SECONDS.
+wait_for_pid() {
+  local i
+  for ((i = 0; i < $2 * 5; i++)); do
+    kill -0 "$1" 2>/dev/null || return 0
+    sleep 0.2
+  done
+  return 1
+}
+
+kc() { stack_kubectl cluster-a "$@"; }
+
+if stack_running crossplane >/dev/null && stack_running provider-kilomesh >/dev/null; then
+  stack_log "the demo is already running in $STACK_DIR; showing it again (make demo-down stops it)"
+else
+  stack_log "building the tools (cached in .cache/bin; the first build takes 10 to 20 minutes on 2 cores)"
+  progress "building the tools" "$STACK_TOP/test/tools/build.sh" etcd kube crossplane crossplane-cli crane provider-kubernetes
+  for p in function provider configuration provider-kubernetes; do
+    progress "building the $p package" env VERSION=v0.1.0 "$STACK_TOP/package/build.sh" "$p" >/dev/null
+  done
+  stack_log "starting three member clusters (cluster-a is also the management cluster)"
+  "$here/up.sh" cluster-a cluster-b cluster-c >/dev/null
+  STACK_NO_BUILD=1 "$here/crossplane-up.sh"
+  "$here/providerconfigs.sh" network cluster-a cluster-b cluster-c
+fi
+
+mkdir -p "$STACK_DIR/bin"
+go build -o "$STACK_DIR/bin/meshtool" ./test/stack/meshtool
+stack_log "seeding the members with Kilo Nodes (no Kilo agent: the annotations Kilo would write)"
+"$STACK_DIR/bin/meshtool" seed cluster-a cluster-b cluster-c
+stack_log "kubectl apply -f examples/mesh.yaml"
+kc apply -f examples/mesh.yaml >/dev/null
+"$STACK_DIR/bin/meshtool" wait --namespace network --name mesh --timeout 5m
+
+"$STACK_DIR/bin/meshtool" show --namespace network --name mesh
+printf '\n$ kubectl get clustermesh -n network\n'
+kc get clustermesh -n network
+cat <<EOF
+
+The demo runs in $STACK_DIR ($((SECONDS - started))s to get here). Try:
+  export KUBECONFIG=$STACK_DIR/cluster-a/kubeconfig
+  .cache/bin/kubectl get clustermesh,nodeinventories,objects -n network
+  .cache/bin/kubectl --kubeconfig $STACK_DIR/cluster-b/kubeconfig get peers
+  .cache/bin/kubectl --kubeconfig $STACK_DIR/cluster-c/kubeconfig annotate node node-c1 --overwrite kilo.squat.ai/force-endpoint=192.0.2.99:51820
+  STACK_DIR=$STACK_DIR $STACK_DIR/bin/meshtool show
+Stop it with: make demo-down
+EOF

@@ -33,7 +33,8 @@ var (
 )
 
 // TestClusterMesh runs the life of a three-member mesh, once per delivery
-// mode: creation, bad input next to it, overlapping CIDRs, node changes,
+// mode: creation, bad input and a mesh sharing a member next to it,
+// overlapping CIDRs, node changes,
 // crashes of the local processes, an unreachable member, a member removed,
 // the mesh deleted. A Peer made by hand stays untouched throughout, and no
 // credential ever shows in a status, an event or a log.
@@ -132,6 +133,7 @@ func testMode(ctx context.Context, t *testing.T, mode string, vpn *kilov1alpha1.
 		t.FailNow()
 	}
 	t.Run("bad input", func(t *testing.T) { testBadInput(ctx, t, mode, ref) })
+	t.Run("a second mesh shares a member", func(t *testing.T) { testHub(ctx, t, mode, ref) })
 	t.Run("overlapping CIDRs freeze the mesh", func(t *testing.T) { testOverlap(ctx, t, ref) })
 	t.Run("members follow node changes", func(t *testing.T) { testFollow(ctx, t, mode, ref) })
 	t.Run("processes killed and restarted", func(t *testing.T) { testCrash(ctx, t, ref) })

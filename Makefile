@@ -58,8 +58,12 @@ docs-check: ## Check the docs: YAML blocks against the schemas, make targets, li
 	test/tools/build.sh crossplane-cli crossplane
 	KILOMESH_DOCS_STRICT=1 go test -count=1 ./test/docs/
 
+.PHONY: e2e
+e2e: ## End-to-end tests on local API servers, Crossplane and kilomesh's packages (~30 min; ~15 min more the first time).
+	go test -tags e2e -count=1 -v -timeout 120m ./test/e2e/...
+
 .PHONY: test
-test: check-generate lint unit fuzz render-check docs-check ## Run every test.
+test: check-generate lint unit fuzz render-check docs-check e2e ## Run every test.
 
 .PHONY: bench
 bench: ## Run the benchmarks: function and planner, then provider-kilomesh against real API servers (~5 min).
@@ -74,6 +78,14 @@ images: ## Build the function, provider and configuration packages into _output/
 	package/build.sh configuration
 
 .PHONY: demo
-demo: ## Dry-run examples/render/three-clusters and print the Peers of every member.
+demo: ## A three-cluster ClusterMesh on local API servers and Crossplane: the Peers every member gets.
+	test/stack/demo.sh
+
+.PHONY: demo-down
+demo-down: ## Stop exactly what make demo started.
+	test/stack/demo-down.sh
+
+.PHONY: demo-render
+demo-render: ## A dry run of examples/render/three-clusters with the Crossplane CLI: the Peers of every member.
 	test/tools/build.sh crossplane-cli crossplane
 	test/render/demo.sh three-clusters

@@ -256,8 +256,8 @@ func keepUnobserved(x *xrMesh, o *observed, plan *mesh.Plan) keptPeers {
 	}
 	unobserved := func(src string) bool {
 		_, member := members[src]
-		_, observed := o.inventories[src]
-		return member && !observed
+		inv, ok := o.inventories[src]
+		return member && (!ok || inv.ObservedAt == nil)
 	}
 	count := func(src string) {
 		plan.Status.Clusters[members[src]].Peers++

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/crossplane/function-sdk-go/errors"
 	"github.com/crossplane/function-sdk-go/logging"
@@ -19,6 +20,9 @@ import (
 // nor the SDK), and a response near it leaves no room for what the next
 // reconcile adds.
 const maxResponseBytes = 3 << 20
+
+// settleTTL is the response TTL while composed resources become ready.
+const settleTTL = 15 * time.Second
 
 const (
 	errDecodeMesh   = "cannot decode the ClusterMesh"
@@ -99,7 +103,7 @@ func (f *Function) RunFunction(_ context.Context, req *fnv1.RunFunctionRequest) 
 		response.Fatal(rsp, errors.Wrap(err, errCompose))
 		return rsp, nil
 	}
-	if err := writeStatus(rsp, plan); err != nil {
+	if err := writeStatus(rsp, plan, obs.inventories, deliveryProblems(xr, obs)); err != nil {
 		response.Fatal(rsp, errors.Wrap(err, errStatus))
 		return rsp, nil
 	}
@@ -114,8 +118,34 @@ func (f *Function) RunFunction(_ context.Context, req *fnv1.RunFunctionRequest) 
 		}
 		return tooLarge(req, ttl, n, hint), nil
 	}
+	if settling(rsp, obs) && ttl > settleTTL {
+		rsp.Meta.Ttl = durationpb.New(settleTTL)
+	}
 	log.Debug("Planned the mesh", "peers", plan.Status.PeerCount, "skipped", plan.Status.SkippedNodeCount)
 	return rsp, nil
+}
+
+// settling tells whether composed resources are still becoming ready, none of
+// them failing: Crossplane should then call again soon. Its watch circuit
+// breaker may drop the events of a mesh that composes many resources at once,
+// and the response TTL is what brings the mesh to Ready then.
+func settling(rsp *fnv1.RunFunctionResponse, o *observed) bool {
+	waiting := false
+	for _, r := range rsp.GetDesired().GetResources() {
+		if r.GetReady() != fnv1.Ready_READY_TRUE {
+			waiting = true
+			break
+		}
+	}
+	if !waiting {
+		return false
+	}
+	for _, r := range o.resources {
+		if c, ok := condition(r.GetResource(), "Synced"); ok && c.status == "False" {
+			return false
+		}
+	}
+	return true
 }
 
 // tooLarge is the answer when the mesh does not fit in a response: a fatal

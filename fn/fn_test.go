@@ -117,6 +117,12 @@ func meta() *fnv1.ResponseMeta {
 	return &fnv1.ResponseMeta{Tag: "t", Ttl: durationpb.New(time.Minute)}
 }
 
+// settleMeta is the meta of a response while composed resources become
+// ready: Crossplane calls again soon.
+func settleMeta() *fnv1.ResponseMeta {
+	return &fnv1.ResponseMeta{Tag: "t", Ttl: durationpb.New(15 * time.Second)}
+}
+
 func fatal(msg string) []*fnv1.Result {
 	return []*fnv1.Result{{Severity: fnv1.Severity_SEVERITY_FATAL, Message: msg, Target: fnv1.Target_TARGET_COMPOSITE.Enum()}}
 }
@@ -193,6 +199,14 @@ spec:
 	return o
 }
 
+// emptyPeerSet holds no Peer.
+func emptyPeerSet(t *testing.T, pcKind, pcName string) *structpb.Struct {
+	t.Helper()
+	ps := peerSet(t, peerOfB, pcKind, pcName)
+	ps.GetFields()["spec"].GetStructValue().GetFields()["forProvider"].GetStructValue().Fields["peers"] = structpb.NewListValue(&structpb.ListValue{})
+	return ps
+}
+
 // peerSet holds one Peer (given as name/labels/spec) for the target's
 // provider config. In a PeerSet a Peer carries only its source label: the
 // set adds its selector.
@@ -218,7 +232,7 @@ func status(t *testing.T, reachableB bool) *structpb.Struct {
 	t.Helper()
 	unreachable := ""
 	if !reachableB {
-		unreachable = `unreachableSince: "2026-11-22T01:05:00Z",`
+		unreachable = `unreachableSince: "2026-11-22T01:05:00Z", message: "cannot list nodes: connection refused",`
 	}
 	return fromYAML(t, fmt.Sprintf(`
 status:
@@ -248,6 +262,7 @@ func unobservedConditions() []*fnv1.Condition {
 	return []*fnv1.Condition{
 		wantCondition("NetworksOverlap", fnv1.Status_STATUS_CONDITION_FALSE, "NoOverlap", nil),
 		wantCondition("ClustersReachable", fnv1.Status_STATUS_CONDITION_UNKNOWN, "Observing", ptr("waiting for the first observation of cluster-b")),
+		wantCondition("PeersDelivered", fnv1.Status_STATUS_CONDITION_TRUE, "Delivered", nil),
 		wantCondition("Converged", fnv1.Status_STATUS_CONDITION_FALSE, "NodesPending", ptr("cluster cluster-b has not been observed yet")),
 	}
 }
@@ -286,7 +301,7 @@ status:
 			},
 			want: func(t *testing.T) want {
 				return want{rsp: &fnv1.RunFunctionResponse{
-					Meta:         meta(),
+					Meta:         settleMeta(),
 					Requirements: requirements(),
 					Desired: &fnv1.State{
 						Composite: &fnv1.Resource{Resource: status(t, true)},
@@ -300,6 +315,7 @@ status:
 					Conditions: []*fnv1.Condition{
 						wantCondition("NetworksOverlap", fnv1.Status_STATUS_CONDITION_FALSE, "NoOverlap", nil),
 						wantCondition("ClustersReachable", fnv1.Status_STATUS_CONDITION_TRUE, "AllClustersReachable", nil),
+						wantCondition("PeersDelivered", fnv1.Status_STATUS_CONDITION_TRUE, "Delivered", nil),
 						wantCondition("Converged", fnv1.Status_STATUS_CONDITION_TRUE, "Converged", nil),
 					},
 				}}
@@ -312,7 +328,7 @@ status:
 			},
 			want: func(t *testing.T) want {
 				return want{rsp: &fnv1.RunFunctionResponse{
-					Meta:         meta(),
+					Meta:         settleMeta(),
 					Requirements: requirements(),
 					Desired: &fnv1.State{
 						Composite: &fnv1.Resource{Resource: status(t, true)},
@@ -326,6 +342,7 @@ status:
 					Conditions: []*fnv1.Condition{
 						wantCondition("NetworksOverlap", fnv1.Status_STATUS_CONDITION_FALSE, "NoOverlap", nil),
 						wantCondition("ClustersReachable", fnv1.Status_STATUS_CONDITION_TRUE, "AllClustersReachable", nil),
+						wantCondition("PeersDelivered", fnv1.Status_STATUS_CONDITION_TRUE, "Delivered", nil),
 						wantCondition("Converged", fnv1.Status_STATUS_CONDITION_TRUE, "Converged", nil),
 					},
 				}}
@@ -352,7 +369,8 @@ status:
 					Conditions: []*fnv1.Condition{
 						wantCondition("NetworksOverlap", fnv1.Status_STATUS_CONDITION_FALSE, "NoOverlap", nil),
 						wantCondition("ClustersReachable", fnv1.Status_STATUS_CONDITION_FALSE, "ClustersUnreachable",
-							ptr("cannot observe cluster-b (since 2026-11-22T01:05:00Z); their last known nodes are kept")),
+							ptr("cannot observe cluster-b (since 2026-11-22T01:05:00Z): cannot list nodes: connection refused; Peers already written are kept")),
+						wantCondition("PeersDelivered", fnv1.Status_STATUS_CONDITION_TRUE, "Delivered", nil),
 						wantCondition("Converged", fnv1.Status_STATUS_CONDITION_TRUE, "Converged", nil),
 					},
 				}}
@@ -409,7 +427,7 @@ spec: {forProvider: {manifest: {kind: Peer}}}
 				kept := wantObject(t, peerOfB, "ProviderConfig", "cluster-a")
 				kept.GetFields()["metadata"].GetStructValue().Fields["name"] = structpb.NewStringValue("mesh-3f9a")
 				return want{rsp: &fnv1.RunFunctionResponse{
-					Meta:         meta(),
+					Meta:         settleMeta(),
 					Requirements: requirements(),
 					Desired: &fnv1.State{
 						Composite: &fnv1.Resource{Resource: unobservedStatus(t)},
@@ -434,7 +452,7 @@ spec: {forProvider: {manifest: {kind: Peer}}}
 			},
 			want: func(t *testing.T) want {
 				return want{rsp: &fnv1.RunFunctionResponse{
-					Meta:         meta(),
+					Meta:         settleMeta(),
 					Requirements: requirements(),
 					Desired: &fnv1.State{
 						Composite: &fnv1.Resource{Resource: unobservedStatus(t)},
@@ -446,6 +464,88 @@ spec: {forProvider: {manifest: {kind: Peer}}}
 						},
 					},
 					Conditions: unobservedConditions(),
+				}}
+			},
+		},
+		"FailingInventorySaysWhy": {
+			reason: "A member whose inventory has never observed it, because it cannot (a wrong ProviderConfig, no permission), is reported unreachable with the inventory's reason, not as merely waiting.",
+			req: func(t *testing.T) *fnv1.RunFunctionRequest {
+				obs := observedTwo(t, "True")
+				obs["inventory-cluster-b"] = &fnv1.Resource{Resource: fromYAML(t, `
+apiVersion: kube.kilomesh.io/v1alpha1
+kind: NodeInventory
+status:
+  conditions:
+  - {type: Synced, status: "False", reason: ReconcileError, lastTransitionTime: "2026-11-22T01:05:00Z",
+     message: 'connect failed: cannot get ProviderConfig "network/cluster-b": not found'}
+`)}
+				return request(xr(t, "PeerSet", "10.2.0.0/16"), obs, noOtherMeshes)
+			},
+			want: func(t *testing.T) want {
+				return want{rsp: &fnv1.RunFunctionResponse{
+					Meta:         meta(),
+					Requirements: requirements(),
+					Desired: &fnv1.State{
+						Composite: &fnv1.Resource{Resource: fromYAML(t, `
+status:
+  clusterCount: 2
+  peerCount: 1
+  clusters:
+  - {name: cluster-a, reachable: true, lastObserved: "2026-11-22T01:00:00Z", nodes: 1, segments: 1, peers: 1, skippedNodes: 0}
+  - {name: cluster-b, reachable: false, unreachableSince: "2026-11-22T01:05:00Z", message: 'connect failed: cannot get ProviderConfig "network/cluster-b": not found', nodes: 0, segments: 0, peers: 0, skippedNodes: 0}
+`)},
+						Resources: map[string]*fnv1.Resource{
+							"inventory-cluster-a": {Resource: fromYAML(t, inventoryA), Ready: fnv1.Ready_READY_TRUE},
+							"inventory-cluster-b": {Resource: fromYAML(t, inventoryB), Ready: fnv1.Ready_READY_FALSE},
+							"peerset-cluster-a":   {Resource: emptyPeerSet(t, "ProviderConfig", "cluster-a"), Ready: fnv1.Ready_READY_FALSE},
+							"peerset-cluster-b":   {Resource: peerSet(t, peerOfA, "ClusterProviderConfig", "cluster-b"), Ready: fnv1.Ready_READY_FALSE},
+						},
+					},
+					Conditions: []*fnv1.Condition{
+						wantCondition("NetworksOverlap", fnv1.Status_STATUS_CONDITION_FALSE, "NoOverlap", nil),
+						wantCondition("ClustersReachable", fnv1.Status_STATUS_CONDITION_FALSE, "ClustersUnreachable",
+							ptr(`cannot observe cluster-b (since 2026-11-22T01:05:00Z): connect failed: cannot get ProviderConfig "network/cluster-b": not found; Peers already written are kept`)),
+						wantCondition("PeersDelivered", fnv1.Status_STATUS_CONDITION_TRUE, "Delivered", nil),
+						wantCondition("Converged", fnv1.Status_STATUS_CONDITION_FALSE, "NodesPending", ptr("cluster cluster-b has not been observed yet")),
+					},
+				}}
+			},
+		},
+		"DeliveryFailureIsReported": {
+			reason: "Peers that cannot be written into a member (here: no Peer CRD there) make PeersDelivered False, naming the member and the provider's reason, in the condition and the member's status.",
+			req: func(t *testing.T) *fnv1.RunFunctionRequest {
+				obs := observedTwo(t, "True")
+				failing := wantObject(t, peerOfA, "ClusterProviderConfig", "cluster-b")
+				failing.Fields["status"] = structpb.NewStructValue(fromYAML(t, `
+conditions:
+- {type: Synced, status: "False", reason: ReconcileError, message: "observe failed: no matches for kilo.squat.ai/v1alpha1, Kind=Peer"}
+`))
+				obs["peer-cluster-b-mesh-cluster-a-node-a1-713f87bb"] = &fnv1.Resource{Resource: failing}
+				return request(xr(t, "Objects", "10.2.0.0/16"), obs, noOtherMeshes)
+			},
+			want: func(t *testing.T) want {
+				st := status(t, true)
+				st.GetFields()["status"].GetStructValue().GetFields()["clusters"].GetListValue().GetValues()[1].GetStructValue().Fields["message"] =
+					structpb.NewStringValue("1 of 1 Peers cannot be written: observe failed: no matches for kilo.squat.ai/v1alpha1, Kind=Peer")
+				return want{rsp: &fnv1.RunFunctionResponse{
+					Meta:         meta(),
+					Requirements: requirements(),
+					Desired: &fnv1.State{
+						Composite: &fnv1.Resource{Resource: st},
+						Resources: map[string]*fnv1.Resource{
+							"inventory-cluster-a":                            {Resource: fromYAML(t, inventoryA), Ready: fnv1.Ready_READY_TRUE},
+							"inventory-cluster-b":                            {Resource: fromYAML(t, inventoryB), Ready: fnv1.Ready_READY_TRUE},
+							"peer-cluster-a-mesh-cluster-b-node-b1-2709b7b3": {Resource: wantObject(t, peerOfB, "ProviderConfig", "cluster-a"), Ready: fnv1.Ready_READY_FALSE},
+							"peer-cluster-b-mesh-cluster-a-node-a1-713f87bb": {Resource: wantObject(t, peerOfA, "ClusterProviderConfig", "cluster-b"), Ready: fnv1.Ready_READY_FALSE},
+						},
+					},
+					Conditions: []*fnv1.Condition{
+						wantCondition("NetworksOverlap", fnv1.Status_STATUS_CONDITION_FALSE, "NoOverlap", nil),
+						wantCondition("ClustersReachable", fnv1.Status_STATUS_CONDITION_TRUE, "AllClustersReachable", nil),
+						wantCondition("PeersDelivered", fnv1.Status_STATUS_CONDITION_FALSE, "DeliveryFailed",
+							ptr("cluster-b: 1 of 1 Peers cannot be written: observe failed: no matches for kilo.squat.ai/v1alpha1, Kind=Peer")),
+						wantCondition("Converged", fnv1.Status_STATUS_CONDITION_TRUE, "Converged", nil),
+					},
 				}}
 			},
 		},

@@ -159,20 +159,15 @@ func readObserved(req *fnv1.RunFunctionRequest, x *xrMesh) (*observed, error) {
 	return o, nil
 }
 
-// readInventory reads what a NodeInventory observed. It returns nil until the
-// inventory has observed its cluster once.
+// readInventory reads what a NodeInventory observed, and why it cannot
+// observe its cluster now. It returns nil while the inventory has neither
+// observed its cluster nor failed to.
 func readInventory(s *structpb.Struct) (*mesh.Observation, error) {
-	status := s.GetFields()["status"].GetStructValue()
-	at := status.GetFields()["atProvider"]
-	if at == nil {
-		return nil, nil //nolint:nilnil // not observed yet
-	}
 	o := &mesh.Observation{Reachable: true}
-	if err := fromValue(at, &o.NodeInventoryObservation); err != nil {
-		return nil, err
-	}
-	if o.ObservedAt == nil {
-		return nil, nil //nolint:nilnil // not observed yet
+	if at := s.GetFields()["status"].GetStructValue().GetFields()["atProvider"]; at != nil {
+		if err := fromValue(at, &o.NodeInventoryObservation); err != nil {
+			return nil, err
+		}
 	}
 	if c, ok := condition(s, "Synced"); ok && c.status == "False" {
 		o.Reachable = false
@@ -180,6 +175,9 @@ func readInventory(s *structpb.Struct) (*mesh.Observation, error) {
 			o.UnreachableSince = t
 		}
 		o.Problem = c.message
+	}
+	if o.ObservedAt == nil && o.Reachable {
+		return nil, nil //nolint:nilnil // not observed yet, nothing wrong either
 	}
 	return o, nil
 }

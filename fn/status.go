@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"sort"
 	"strings"
 
 	"google.golang.org/protobuf/types/known/structpb"
@@ -22,6 +23,9 @@ const (
 	// typeClustersReachable is False while a member cannot be observed; the
 	// mesh keeps its last known nodes meanwhile.
 	typeClustersReachable = "ClustersReachable"
+	// typePeersDelivered is False while Peers cannot be written into a
+	// member (no Peer CRD, no permission, a Peer in the way).
+	typePeersDelivered = "PeersDelivered"
 	// typeConverged is False while nodes wait for Kilo (transient skips) or
 	// members wait for their first observation.
 	typeConverged = "Converged"
@@ -32,6 +36,8 @@ const (
 	reasonUnreachable         = "ClustersUnreachable"
 	reasonObserving           = "Observing"
 	reasonConverged           = "Converged"
+	reasonDelivered           = "Delivered"
+	reasonDeliveryFailed      = "DeliveryFailed"
 	reasonNodesPending        = "NodesPending"
 	reasonFrozen              = "MeshFrozen"
 	maxConditionMessageLength = 1024
@@ -56,7 +62,8 @@ func setStatus(rsp *fnv1.RunFunctionResponse, status *structpb.Value) {
 
 // writeStatus reports a planned mesh: status, conditions and one Warning per
 // problem kind per cluster.
-func writeStatus(rsp *fnv1.RunFunctionResponse, plan *mesh.Plan) error {
+func writeStatus(rsp *fnv1.RunFunctionResponse, plan *mesh.Plan, inventories map[string]*mesh.Observation, delivery map[string]string) error {
+	reportDelivery(plan, delivery)
 	status, err := toValue(plan.Status)
 	if err != nil {
 		return errors.Wrap(err, "cannot convert the status")
@@ -68,25 +75,40 @@ func writeStatus(rsp *fnv1.RunFunctionResponse, plan *mesh.Plan) error {
 	var unreachable, unobserved []string
 	for _, c := range plan.Status.Clusters {
 		switch {
-		case c.LastObserved == nil:
-			unobserved = append(unobserved, c.Name)
-		case !c.Reachable:
-			msg := c.Name
-			if c.UnreachableSince != nil {
-				msg += " (since " + c.UnreachableSince.UTC().Format("2006-01-02T15:04:05Z") + ")"
+		case c.UnreachableSince != nil:
+			msg := c.Name + " (since " + c.UnreachableSince.UTC().Format("2006-01-02T15:04:05Z") + ")"
+			if inv := inventories[c.Name]; inv != nil && inv.Problem != "" {
+				msg += ": " + cut(inv.Problem)
 			}
 			unreachable = append(unreachable, msg)
+		case c.LastObserved == nil:
+			unobserved = append(unobserved, c.Name)
 		}
 	}
 	switch {
 	case len(unreachable) > 0:
 		response.ConditionFalse(rsp, typeClustersReachable, reasonUnreachable).
-			WithMessage(limit("cannot observe " + strings.Join(unreachable, ", ") + "; their last known nodes are kept")).TargetComposite()
+			WithMessage(limit("cannot observe " + strings.Join(unreachable, "; ") + "; Peers already written are kept")).TargetComposite()
 	case len(unobserved) > 0:
 		response.ConditionUnknown(rsp, typeClustersReachable, reasonObserving).
 			WithMessage(limit("waiting for the first observation of " + strings.Join(unobserved, ", "))).TargetComposite()
 	default:
 		response.ConditionTrue(rsp, typeClustersReachable, reasonAllReachable).TargetComposite()
+	}
+
+	if len(delivery) > 0 {
+		targets := make([]string, 0, len(delivery))
+		for t := range delivery {
+			targets = append(targets, t)
+		}
+		sort.Strings(targets)
+		msgs := make([]string, len(targets))
+		for i, t := range targets {
+			msgs[i] = t + ": " + delivery[t]
+		}
+		response.ConditionFalse(rsp, typePeersDelivered, reasonDeliveryFailed).WithMessage(limit(strings.Join(msgs, "; "))).TargetComposite()
+	} else {
+		response.ConditionTrue(rsp, typePeersDelivered, reasonDelivered).TargetComposite()
 	}
 
 	if len(plan.Pending) > 0 {

@@ -4,7 +4,7 @@
 --   Degraded     NetworksOverlap=True: the mesh is frozen until the CIDRs are
 --                fixed; or Synced=False: the function failed (a malformed spec,
 --                a mesh too large for one response); or ClustersReachable=False
---                for more than unreachableMinutes.
+--                or PeersDelivered=False for more than unreachableMinutes.
 --   Healthy      Ready=True and Synced=True, no node waiting for Kilo
 --                (Converged is not False) and every member observed at least
 --                once (ClustersReachable is not Unknown).
@@ -100,6 +100,7 @@ end
 local c = conditionsByType()
 local ready, synced = c["Ready"], c["Synced"]
 local overlap, reachable, converged = c["NetworksOverlap"], c["ClustersReachable"], c["Converged"]
+local delivered = c["PeersDelivered"]
 
 if has(synced, "False") and synced.reason == "ReconcilePaused" then
   hs.status = "Suspended"
@@ -126,6 +127,17 @@ if has(reachable, "False") then
     hs.status = "Degraded"
   end
   hs.message = messageOf(reachable, "A member cluster cannot be observed")
+  return hs
+end
+
+-- Peers that cannot be written into a member (no Peer CRD, no permission, a
+-- Peer in the way) degrade the mesh once the problem has lasted.
+if has(delivered, "False") then
+  hs.status = "Progressing"
+  if delivered.lastTransitionTime ~= nil and delivered.lastTransitionTime < cutoff() then
+    hs.status = "Degraded"
+  end
+  hs.message = messageOf(delivered, "Peers cannot be written into a member cluster")
   return hs
 end
 

@@ -537,9 +537,10 @@ func (p *planner) clusterStatus(sc *sourceCluster) meshv1alpha1.ClusterStatus {
 	} else {
 		cs.Reachable = sc.obs.Reachable
 		cs.LastObserved = sc.obs.ObservedAt
-		if !sc.obs.Reachable {
-			cs.UnreachableSince = sc.obs.UnreachableSince
-		}
+	}
+	if sc.obs != nil && !sc.obs.Reachable {
+		cs.UnreachableSince = sc.obs.UnreachableSince
+		cs.Message = sc.obs.Problem
 	}
 	byReason := map[string][]string{}
 	var reasons []string

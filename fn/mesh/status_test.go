@@ -171,7 +171,7 @@ func TestObservations(t *testing.T) {
 				inA: with(peerNames("b", "b1"), peerNames("c", "c1")...), inB: with(peerNames("a", "a1"), peerNames("c", "c1")...),
 				inC: with(peerNames("a", "a1"), peerNames("b", "b1")...),
 				status: []meshv1alpha1.ClusterStatus{
-					{Name: "a", LastObserved: &observedAt, UnreachableSince: &unreachableSince, Nodes: 1, Segments: 1, Peers: 2},
+					{Name: "a", LastObserved: &observedAt, UnreachableSince: &unreachableSince, Message: "connection refused", Nodes: 1, Segments: 1, Peers: 2},
 					{Name: "b", Reachable: true, LastObserved: &observedAt, Nodes: 1, Segments: 1, Peers: 2},
 					{Name: "c", Reachable: true, LastObserved: &observedAt, Nodes: 1, Segments: 1, Peers: 2},
 				},
@@ -192,7 +192,7 @@ func TestObservations(t *testing.T) {
 			},
 		},
 		"NeverObservedUnreachable": {
-			reason: "A cluster that has never answered is like one never observed.",
+			reason: "A cluster that has never answered contributes nothing, like one never observed, but its status says why and since when.",
 			obs: map[string]*Observation{
 				"a": observation(nodeA1()), "b": observation(nodeB1()),
 				"c": {UnreachableSince: &unreachableSince, Problem: "no route to host"},
@@ -203,7 +203,7 @@ func TestObservations(t *testing.T) {
 				status: []meshv1alpha1.ClusterStatus{
 					{Name: "a", Reachable: true, LastObserved: &observedAt, Nodes: 1, Segments: 1, Peers: 2},
 					{Name: "b", Reachable: true, LastObserved: &observedAt, Nodes: 1, Segments: 1, Peers: 2},
-					{Name: "c"},
+					{Name: "c", UnreachableSince: &unreachableSince, Message: "no route to host"},
 				},
 				pending: true,
 			},

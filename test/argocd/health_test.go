@@ -253,6 +253,18 @@ func TestHealth(t *testing.T) {
 			fixture: "render-skip-reasons.yaml",
 			want:    want{"Progressing", "NodeNoPublicKey"},
 		},
+		"UndeliveredShortly": {
+			reason:  "Peers that cannot be written into a member for a short while keep the mesh Progressing, naming the member.",
+			fixture: "undelivered.yaml",
+			now:     "2026-11-22T01:05:00Z",
+			want:    want{"Progressing", "cluster-b: 1 of 1 Peers cannot be written"},
+		},
+		"UndeliveredLong": {
+			reason:  "Peers that cannot be written into a member for more than ten minutes degrade the mesh.",
+			fixture: "undelivered.yaml",
+			now:     "2026-11-22T01:10:01Z",
+			want:    want{"Degraded", "no matches for kilo.squat.ai/v1alpha1"},
+		},
 		"RenderOverlapFreeze": {
 			reason:  "Overlapping networks freeze the mesh: Degraded, although Crossplane says Ready.",
 			fixture: "render-overlap-freeze.yaml",

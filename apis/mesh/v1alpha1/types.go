@@ -219,6 +219,10 @@ type ClusterStatus struct {
 	// mesh does not own is in the way.
 	// +optional
 	Conflicts []PeerConflict `json:"conflicts,omitempty"`
+	// Message says why the member cannot be observed, or why its Peers
+	// cannot be written into it.
+	// +optional
+	Message string `json:"message,omitempty"`
 }
 
 // A ClusterMeshStatus reports what the mesh produced.

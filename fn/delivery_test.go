@@ -1,0 +1,78 @@
+package main
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	fnv1 "github.com/crossplane/function-sdk-go/proto/v1"
+)
+
+func TestDeliveryProblems(t *testing.T) {
+	object := func(t *testing.T, target, synced string) *fnv1.Resource {
+		t.Helper()
+		o := wantObject(t, peerOfA, "ProviderConfig", target)
+		o.Fields["status"] = structpb.NewStructValue(fromYAML(t, `{conditions: [{type: Synced, status: "`+synced+`", message: "cannot apply: forbidden"}]}`))
+		return &fnv1.Resource{Resource: o}
+	}
+	set := func(t *testing.T, conditions string) *fnv1.Resource {
+		t.Helper()
+		return &fnv1.Resource{Resource: fromYAML(t, `{apiVersion: kube.kilomesh.io/v1alpha1, kind: PeerSet, status: {conditions: `+conditions+`}}`)}
+	}
+	cases := map[string]struct {
+		reason    string
+		delivery  string
+		resources func(t *testing.T) map[string]*fnv1.Resource
+		want      map[string]string
+	}{
+		"ObjectsCountedPerMember": {
+			reason:   "Failing Objects are counted per member they write into, quoting the first failure by name.",
+			delivery: "Objects",
+			resources: func(t *testing.T) map[string]*fnv1.Resource {
+				return map[string]*fnv1.Resource{
+					"peer-cluster-b-x": object(t, "cluster-b", "False"),
+					"peer-cluster-b-y": object(t, "cluster-b", "True"),
+					"peer-cluster-a-x": object(t, "cluster-a", "True"),
+				}
+			},
+			want: map[string]string{"cluster-b": "1 of 2 Peers cannot be written: cannot apply: forbidden"},
+		},
+		"RemovedMemberIgnored": {
+			reason:   "Objects of a member no longer in the spec are being deleted: their errors are not the mesh's.",
+			delivery: "Objects",
+			resources: func(t *testing.T) map[string]*fnv1.Resource {
+				return map[string]*fnv1.Resource{"peer-gone-x": object(t, "gone", "False")}
+			},
+			want: map[string]string{},
+		},
+		"PeerSetNotSynced": {
+			reason:   "A PeerSet that cannot sync quotes its reason.",
+			delivery: "PeerSet",
+			resources: func(t *testing.T) map[string]*fnv1.Resource {
+				return map[string]*fnv1.Resource{"peerset-cluster-a": set(t, `[{type: Synced, status: "False", message: "kilo.squat.ai Peer CRD not installed in this cluster"}]`)}
+			},
+			want: map[string]string{"cluster-a": "kilo.squat.ai Peer CRD not installed in this cluster"},
+		},
+		"PeerSetNotReady": {
+			reason:   "A PeerSet that syncs but could not apply some Peers (a foreign Peer in the way) quotes its Ready message.",
+			delivery: "PeerSet",
+			resources: func(t *testing.T) map[string]*fnv1.Resource {
+				return map[string]*fnv1.Resource{"peerset-cluster-a": set(t, `[{type: Synced, status: "True"}, {type: Ready, status: "False", reason: PeerProblems, message: "1 Peer not applied"}]`)}
+			},
+			want: map[string]string{"cluster-a": "1 Peer not applied"},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			x, err := decodeMesh(xr(t, tc.delivery, "10.2.0.0/16"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := deliveryProblems(x, &observed{resources: tc.resources(t)})
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("%s\ndeliveryProblems(...): -want, +got:\n%s", tc.reason, diff)
+			}
+		})
+	}
+}

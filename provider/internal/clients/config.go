@@ -26,10 +26,13 @@ package clients
 import (
 	"context"
 	"crypto/sha256"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/hex"
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
+	kerrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -51,6 +54,9 @@ const (
 	KindProviderConfig        = "ProviderConfig"
 	KindClusterProviderConfig = "ClusterProviderConfig"
 	KindProviderConfigUsage   = "ProviderConfigUsage"
+
+	// KindSecret is the kind of a Secret that holds a kubeconfig.
+	KindSecret = "Secret"
 )
 
 // InjectedIdentityKey is the cluster key of the provider's own cluster,
@@ -85,6 +91,8 @@ const (
 	errInClusterConfig  = "cannot load the in-cluster identity of provider-kilomesh"
 	errFmtFileReference = "%s %q refers to the file %s; only inline data is accepted"
 	errFmtPlugin        = "%s %q uses %s; only tokens and client certificates are accepted"
+	errFmtRefused       = "the cluster does not accept the credentials of %s (revoked or expired?)"
+	errFmtUntrusted     = "cannot verify the cluster's serving certificate with the certificate-authority-data and server of %s"
 )
 
 // Credentials of one member cluster.
@@ -96,6 +104,91 @@ type Credentials struct {
 
 	// Config reaches the cluster.
 	Config *rest.Config
+
+	// Origin names where the credentials come from, for messages, e.g.
+	// `Secret team/a key "kubeconfig" named by ProviderConfig "team/a"`.
+	Origin string
+}
+
+// A Source is an object of the control plane that credentials are read
+// from: a provider-kubernetes config, or the Secret it names. A change to a
+// source may change the credentials.
+type Source struct {
+	// Kind is ProviderConfig, ClusterProviderConfig or Secret.
+	Kind      string
+	Namespace string
+	Name      string
+}
+
+// Resource returns the API resource of the source's kind.
+func (s Source) Resource() schema.GroupVersionResource {
+	switch s.Kind {
+	case KindProviderConfig:
+		return schema.GroupVersionResource{Group: Group, Version: Version, Resource: "providerconfigs"}
+	case KindClusterProviderConfig:
+		return schema.GroupVersionResource{Group: Group, Version: Version, Resource: "clusterproviderconfigs"}
+	default:
+		return corev1.SchemeGroupVersion.WithResource("secrets")
+	}
+}
+
+// unavailableError is a config or Secret that could not be read for a
+// reason that may pass by itself: the control plane did not answer, or
+// refused. A config or Secret that does not exist is not unavailable.
+type unavailableError struct{ error }
+
+func (e unavailableError) Unwrap() error { return e.error }
+
+// IsUnavailable reports whether the credentials could not be read for now,
+// rather than being missing or wrong: the credentials last resolved may
+// still be right.
+func IsUnavailable(err error) bool {
+	var u unavailableError
+	return errors.As(err, &u)
+}
+
+// readError wraps the error of reading a config or Secret, marking it
+// unavailable unless the object does not exist.
+func readError(err error, format string, args ...any) error {
+	wrapped := errors.Wrapf(err, format, args...)
+	if kerrors.IsNotFound(err) {
+		return wrapped
+	}
+	return unavailableError{wrapped}
+}
+
+// Explain adds to an error of a member cluster which credentials the
+// cluster refused, when it refused them: a token it does not accept, or a
+// serving certificate the kubeconfig's CA does not verify. Other errors are
+// returned as they are. Neither the token nor the CA is quoted.
+func Explain(err error, origin string) error {
+	if err == nil || origin == "" {
+		return err
+	}
+	switch {
+	case kerrors.IsUnauthorized(err):
+		return errors.Wrapf(err, errFmtRefused, origin)
+	case untrusted(err):
+		return errors.Wrapf(err, errFmtUntrusted, origin)
+	}
+	return err
+}
+
+// Refused reports whether a member cluster refused the credentials: it
+// does not accept them, does not allow what they were used for, or cannot
+// be trusted with them. Trying again does not help; changing them does.
+func Refused(err error) bool {
+	return kerrors.IsUnauthorized(err) || kerrors.IsForbidden(err) || untrusted(err)
+}
+
+func untrusted(err error) bool {
+	var (
+		authority x509.UnknownAuthorityError
+		invalid   x509.CertificateInvalidError
+		hostname  x509.HostnameError
+		verify    *tls.CertificateVerificationError
+	)
+	return errors.As(err, &authority) || errors.As(err, &invalid) || errors.As(err, &hostname) || errors.As(err, &verify)
 }
 
 // A Resolver resolves the provider-kubernetes config a managed resource
@@ -147,77 +240,96 @@ func RefOf(mg resource.ModernManaged) (ConfigRef, error) {
 }
 
 // Resolve returns the credentials of the member cluster the managed
-// resource's config points to. Errors name the config and Secret but never
-// contain what the Secret holds.
-func (r *Resolver) Resolve(ctx context.Context, mg resource.ModernManaged) (*Credentials, error) {
+// resource's config points to, and the objects it read them from (the
+// config, and the Secret it names). The sources are returned with an error
+// too, as far as they are known, so that their repair can be watched.
+// Errors name the config and Secret but never contain what the Secret holds.
+func (r *Resolver) Resolve(ctx context.Context, mg resource.ModernManaged) (*Credentials, []Source, error) {
 	ref, err := RefOf(mg)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
+	sources := []Source{{Kind: ref.Kind, Namespace: ref.Namespace, Name: ref.Name}}
 	pc := &unstructured.Unstructured{}
 	pc.SetGroupVersionKind(schema.GroupVersionKind{Group: Group, Version: Version, Kind: ref.Kind})
 	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: ref.Namespace, Name: ref.Name}, pc); err != nil {
-		return nil, errors.Wrapf(err, errFmtGetConfig, ref)
+		return nil, sources, readError(err, errFmtGetConfig, ref)
 	}
 	spec, err := specOf(pc)
 	if err != nil {
-		return nil, errors.Errorf(errFmtMalformed, ref, err.Error())
+		return nil, sources, errors.Errorf(errFmtMalformed, ref, err.Error())
 	}
 	if spec.Identity != nil {
-		return nil, errors.Errorf(errFmtIdentity, ref)
+		return nil, sources, errors.Errorf(errFmtIdentity, ref)
 	}
 	switch spec.Credentials.Source {
 	case xpv2.CredentialsSourceInjectedIdentity:
 		rc, err := r.InCluster()
 		if err != nil {
-			return nil, errors.Wrap(err, errInClusterConfig)
+			return nil, sources, errors.Wrap(err, errInClusterConfig)
 		}
-		return &Credentials{Key: InjectedIdentityKey, Config: tune(rc)}, nil
+		return &Credentials{Key: InjectedIdentityKey, Config: tune(rc), Origin: "the identity of provider-kilomesh named by " + ref.String()}, sources, nil
 	case xpv2.CredentialsSourceSecret:
-		return r.fromSecret(ctx, ref, spec.Credentials.SecretRef)
+		sk, err := secretOf(ref, spec.Credentials.SecretRef)
+		if err != nil {
+			return nil, sources, err
+		}
+		sources = append(sources, Source{Kind: KindSecret, Namespace: sk.Namespace, Name: sk.Name})
+		creds, err := r.fromSecret(ctx, ref, sk)
+		return creds, sources, err
 	default:
-		return nil, errors.Errorf(errFmtSource, ref, spec.Credentials.Source)
+		return nil, sources, errors.Errorf(errFmtSource, ref, spec.Credentials.Source)
 	}
 }
 
-func (r *Resolver) fromSecret(ctx context.Context, ref ConfigRef, sr *xpv2.SecretKeySelector) (*Credentials, error) {
+// secretOf returns the Secret key a config names. A namespaced config may
+// only use Secrets of its own namespace: otherwise anyone who may create a
+// ProviderConfig in a namespace could borrow every kubeconfig the provider
+// can read.
+func secretOf(ref ConfigRef, sr *xpv2.SecretKeySelector) (xpv2.SecretKeySelector, error) {
 	if sr == nil || sr.Name == "" || sr.Key == "" {
-		return nil, errors.Errorf(errFmtMalformed, ref, "spec.credentials.secretRef needs name, namespace and key for source Secret")
+		return xpv2.SecretKeySelector{}, errors.Errorf(errFmtMalformed, ref, "spec.credentials.secretRef needs name, namespace and key for source Secret")
 	}
-	ns := sr.Namespace
+	sk := *sr
 	switch {
-	case ref.Namespace != "" && ns == "":
-		ns = ref.Namespace
-	case ref.Namespace != "" && ns != ref.Namespace:
-		// A namespaced config may only use Secrets of its own namespace:
-		// otherwise anyone who may create a ProviderConfig in a namespace
-		// could borrow every kubeconfig the provider can read.
-		return nil, errors.Errorf(errFmtSecretNS, ref, ns, ref.Namespace)
-	case ns == "":
-		return nil, errors.Errorf(errFmtMalformed, ref, "spec.credentials.secretRef.namespace is required")
+	case ref.Namespace != "" && sk.Namespace == "":
+		sk.Namespace = ref.Namespace
+	case ref.Namespace != "" && sk.Namespace != ref.Namespace:
+		return xpv2.SecretKeySelector{}, errors.Errorf(errFmtSecretNS, ref, sk.Namespace, ref.Namespace)
+	case sk.Namespace == "":
+		return xpv2.SecretKeySelector{}, errors.Errorf(errFmtMalformed, ref, "spec.credentials.secretRef.namespace is required")
 	}
+	return sk, nil
+}
+
+func (r *Resolver) fromSecret(ctx context.Context, ref ConfigRef, sk xpv2.SecretKeySelector) (*Credentials, error) {
+	ns, name, key := sk.Namespace, sk.Name, sk.Key
 	s := &corev1.Secret{}
-	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: sr.Name}, s); err != nil {
-		return nil, errors.Wrapf(err, errFmtGetSecret, ns, sr.Name, ref)
+	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, s); err != nil {
+		return nil, readError(err, errFmtGetSecret, ns, name, ref)
 	}
-	data, ok := s.Data[sr.Key]
+	data, ok := s.Data[key]
 	if !ok || len(data) == 0 {
-		return nil, errors.Errorf(errFmtSecretKey, ns, sr.Name, ref, sr.Key)
+		return nil, errors.Errorf(errFmtSecretKey, ns, name, ref, key)
 	}
 	// The parser's own errors may quote the document, so they are dropped.
 	kc, err := clientcmd.Load(data)
 	if err != nil {
-		return nil, errors.Errorf(errFmtParse, ns, sr.Name, sr.Key, ref)
+		return nil, errors.Errorf(errFmtParse, ns, name, key, ref)
 	}
 	if err := checkKubeconfig(kc); err != nil {
-		return nil, errors.Errorf(errFmtKubeconfig, ns, sr.Name, sr.Key, ref, err.Error())
+		return nil, errors.Errorf(errFmtKubeconfig, ns, name, key, ref, err.Error())
 	}
 	rc, err := clientcmd.NewDefaultClientConfig(*kc, &clientcmd.ConfigOverrides{}).ClientConfig()
 	if err != nil {
-		return nil, errors.Errorf(errFmtRESTConfig, ns, sr.Name, sr.Key, ref)
+		return nil, errors.Errorf(errFmtRESTConfig, ns, name, key, ref)
 	}
 	sum := sha256.Sum256(data)
-	return &Credentials{Key: "kubeconfig-" + hex.EncodeToString(sum[:]), Config: tune(rc)}, nil
+	return &Credentials{
+		Key:    "kubeconfig-" + hex.EncodeToString(sum[:]),
+		Config: tune(rc),
+		Origin: fmt.Sprintf("Secret %s/%s key %q named by %s", ns, name, key, ref),
+	}, nil
 }
 
 // checkKubeconfig accepts a kubeconfig whose current context reaches a

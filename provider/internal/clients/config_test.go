@@ -17,11 +17,23 @@ limitations under the License.
 package clients
 
 import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"net/url"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	kerrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/rest"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	xpv2 "github.com/crossplane/crossplane/apis/v2/core/v2"
 
@@ -146,6 +158,200 @@ func TestRefOf(t *testing.T) {
 			}
 			if diff := cmp.Diff(tc.want.ref, got); diff != "" {
 				t.Errorf("\n%s\nRefOf(...): -want, +got:\n%s", tc.reason, diff)
+			}
+		})
+	}
+}
+
+func TestResolveSources(t *testing.T) {
+	kubeconfig := []byte(`apiVersion: v1
+kind: Config
+clusters:
+- name: c
+  cluster: {server: "https://127.0.0.1:6443"}
+users:
+- name: u
+  user: {token: t0ken}
+contexts:
+- name: x
+  context: {cluster: c, user: u}
+current-context: x
+`)
+	config := func(kind, ns, name string, spec map[string]any) *unstructured.Unstructured {
+		u := &unstructured.Unstructured{Object: map[string]any{"spec": spec}}
+		u.SetAPIVersion(Group + "/" + Version)
+		u.SetKind(kind)
+		u.SetNamespace(ns)
+		u.SetName(name)
+		return u
+	}
+	fromSecret := func(ns, name string) map[string]any {
+		return map[string]any{"credentials": map[string]any{"source": "Secret", "secretRef": map[string]any{"namespace": ns, "name": name, "key": "kubeconfig"}}}
+	}
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "kc"}, Data: map[string][]byte{"kubeconfig": kubeconfig}}
+	pc := Source{Kind: KindProviderConfig, Namespace: "team", Name: "pc"}
+	inventory := func(kind string) *v1alpha1.NodeInventory {
+		ni := &v1alpha1.NodeInventory{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "x"}}
+		ni.Spec.ProviderConfigReference = &xpv2.ProviderConfigReference{Kind: kind, Name: "pc"}
+		return ni
+	}
+	refused := errors.New("the control plane is busy")
+
+	type want struct {
+		sources     []Source
+		origin      string
+		err         bool
+		unavailable bool
+	}
+	cases := map[string]struct {
+		reason  string
+		kind    string
+		objects []client.Object
+		get     func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error
+		want    want
+	}{
+		"Secret": {
+			reason:  "Credentials from a Secret are read from the config and the Secret, and say so.",
+			kind:    KindProviderConfig,
+			objects: []client.Object{config(KindProviderConfig, "team", "pc", fromSecret("team", "kc")), secret},
+			want: want{
+				sources: []Source{pc, {Kind: KindSecret, Namespace: "team", Name: "kc"}},
+				origin:  `Secret team/kc key "kubeconfig" named by ProviderConfig "team/pc"`,
+			},
+		},
+		"ClusterConfig": {
+			reason:  "A ClusterProviderConfig is a source without a namespace.",
+			kind:    KindClusterProviderConfig,
+			objects: []client.Object{config(KindClusterProviderConfig, "", "pc", fromSecret("team", "kc")), secret},
+			want: want{
+				sources: []Source{{Kind: KindClusterProviderConfig, Name: "pc"}, {Kind: KindSecret, Namespace: "team", Name: "kc"}},
+				origin:  `Secret team/kc key "kubeconfig" named by ClusterProviderConfig "pc"`,
+			},
+		},
+		"MissingSecret": {
+			reason:  "A Secret that does not exist yet is a source, so that its creation is noticed; it is not unavailable but missing.",
+			kind:    KindProviderConfig,
+			objects: []client.Object{config(KindProviderConfig, "team", "pc", fromSecret("team", "kc"))},
+			want:    want{sources: []Source{pc, {Kind: KindSecret, Namespace: "team", Name: "kc"}}, err: true},
+		},
+		"MissingConfig": {
+			reason: "A config that does not exist yet is a source.",
+			kind:   KindProviderConfig,
+			want:   want{sources: []Source{pc}, err: true},
+		},
+		"SecretOfAnotherNamespace": {
+			reason:  "A Secret a namespaced config may not use is not a source: it is never read.",
+			kind:    KindProviderConfig,
+			objects: []client.Object{config(KindProviderConfig, "team", "pc", fromSecret("other", "kc"))},
+			want:    want{sources: []Source{pc}, err: true},
+		},
+		"InjectedIdentity": {
+			reason:  "The provider's own identity is read from the config alone.",
+			kind:    KindProviderConfig,
+			objects: []client.Object{config(KindProviderConfig, "team", "pc", map[string]any{"credentials": map[string]any{"source": "InjectedIdentity"}})},
+			want:    want{sources: []Source{pc}, origin: `the identity of provider-kilomesh named by ProviderConfig "team/pc"`},
+		},
+		"ControlPlaneRefuses": {
+			reason: "A control plane that fails to answer makes the credentials unavailable, not wrong.",
+			kind:   KindProviderConfig,
+			get: func(_ context.Context, _ client.WithWatch, _ client.ObjectKey, _ client.Object, _ ...client.GetOption) error {
+				return kerrors.NewServiceUnavailable(refused.Error())
+			},
+			want: want{sources: []Source{pc}, err: true, unavailable: true},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			b := fake.NewClientBuilder().WithObjects(tc.objects...)
+			if tc.get != nil {
+				b = b.WithInterceptorFuncs(interceptor.Funcs{Get: tc.get})
+			}
+			r := &Resolver{Client: b.Build(), InCluster: func() (*rest.Config, error) { return &rest.Config{Host: "https://10.0.0.1"}, nil }}
+			creds, sources, err := r.Resolve(t.Context(), inventory(tc.kind))
+			if diff := cmp.Diff(tc.want.sources, sources); diff != "" {
+				t.Errorf("\n%s\nResolve(...): -want sources, +got sources:\n%s", tc.reason, diff)
+			}
+			if got := err != nil; got != tc.want.err {
+				t.Errorf("\n%s\nResolve(...): want error %t, got %v", tc.reason, tc.want.err, err)
+			}
+			if got := IsUnavailable(err); got != tc.want.unavailable {
+				t.Errorf("\n%s\nIsUnavailable(...): want %t, got %t (%v)", tc.reason, tc.want.unavailable, got, err)
+			}
+			if err == nil && creds.Origin != tc.want.origin {
+				t.Errorf("\n%s\nResolve(...).Origin: want %q, got %q", tc.reason, tc.want.origin, creds.Origin)
+			}
+		})
+	}
+}
+
+func TestExplain(t *testing.T) {
+	origin := `Secret team/kc key "kubeconfig" named by ProviderConfig "team/pc"`
+	unauthorized := kerrors.NewUnauthorized("Unauthorized")
+	unknownCA := &url.Error{Op: "Get", URL: "https://127.0.0.1:6443/api", Err: &tls.CertificateVerificationError{Err: x509.UnknownAuthorityError{}}}
+	refused := &url.Error{Op: "Get", URL: "https://127.0.0.1:6443/api", Err: errors.New("connection refused")}
+	cases := map[string]struct {
+		reason string
+		err    error
+		want   error
+	}{
+		"Unauthorized": {
+			reason: "A refused token or certificate names the credentials.",
+			err:    unauthorized,
+			want:   errors.Wrapf(unauthorized, errFmtRefused, origin),
+		},
+		"UnknownAuthority": {
+			reason: "A serving certificate the CA does not verify names the credentials.",
+			err:    unknownCA,
+			want:   errors.Wrapf(unknownCA, errFmtUntrusted, origin),
+		},
+		"Unreachable": {
+			reason: "An unreachable cluster is not a matter of credentials.",
+			err:    refused,
+			want:   refused,
+		},
+		"Forbidden": {
+			reason: "A forbidden request is explained by the API server itself, naming the identity.",
+			err:    kerrors.NewForbidden(schema.GroupResource{Resource: "nodes"}, "", errors.New("no")),
+			want:   kerrors.NewForbidden(schema.GroupResource{Resource: "nodes"}, "", errors.New("no")),
+		},
+		"Nil": {
+			reason: "No error is no error.",
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			got := Explain(tc.err, origin)
+			if diff := cmp.Diff(tc.want, got, test.EquateErrors()); diff != "" {
+				t.Errorf("\n%s\nExplain(...): -want, +got:\n%s", tc.reason, diff)
+			}
+		})
+	}
+}
+
+func TestRefused(t *testing.T) {
+	cases := map[string]struct {
+		reason string
+		err    error
+		want   bool
+	}{
+		"Unauthorized": {reason: "A token the cluster does not accept is refused.", err: kerrors.NewUnauthorized("Unauthorized"), want: true},
+		"Forbidden": {
+			reason: "An identity that may not do what is asked is refused.",
+			err:    errors.Wrap(kerrors.NewForbidden(schema.GroupResource{Resource: "nodes"}, "", errors.New("no")), "cannot list"),
+			want:   true,
+		},
+		"UnknownAuthority": {
+			reason: "A serving certificate the CA does not verify is refused.",
+			err:    &url.Error{Op: "Get", URL: "https://x", Err: &tls.CertificateVerificationError{Err: x509.UnknownAuthorityError{}}},
+			want:   true,
+		},
+		"ConnectionRefused": {reason: "An unreachable cluster may answer later.", err: &url.Error{Op: "Get", URL: "https://x", Err: errors.New("connection refused")}},
+		"TooManyRequests":   {reason: "A busy cluster may answer later.", err: kerrors.NewTooManyRequests("busy", 1)},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			if got := Refused(tc.err); got != tc.want {
+				t.Errorf("\n%s\nRefused(...): want %t, got %t", tc.reason, tc.want, got)
 			}
 		})
 	}

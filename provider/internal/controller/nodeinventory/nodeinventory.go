@@ -119,7 +119,7 @@ func (c *connector) Connect(ctx context.Context, cr *v1alpha1.NodeInventory) (ma
 	if meta.WasDeleted(cr) {
 		return &deleted{}, nil
 	}
-	creds, err := c.resolver.Resolve(ctx, cr)
+	creds, _, err := c.resolver.Resolve(ctx, cr)
 	if err != nil {
 		return nil, err
 	}
@@ -127,7 +127,7 @@ func (c *connector) Connect(ctx context.Context, cr *v1alpha1.NodeInventory) (ma
 		return nil, err
 	}
 	u := remote.User{Kind: v1alpha1.NodeInventoryKind, NamespacedName: types.NamespacedName{Namespace: cr.GetNamespace(), Name: cr.GetName()}}
-	return &external{cluster: c.registry.Acquire(u, creds), now: c.now, maxBytes: MaxStatusBytes}, nil
+	return &external{cluster: c.registry.Acquire(u, creds), origin: creds.Origin, now: c.now, maxBytes: MaxStatusBytes}, nil
 }
 
 // A Cluster is the part of a member cluster an inventory reads.
@@ -138,7 +138,9 @@ type Cluster interface {
 
 // An external observes one inventory's cluster through its shared watch.
 type external struct {
-	cluster  Cluster
+	cluster Cluster
+	// origin names the credentials, to explain a refusal.
+	origin   string
 	now      func() time.Time
 	maxBytes int
 }
@@ -159,7 +161,7 @@ func (e *external) Observe(ctx context.Context, cr *v1alpha1.NodeInventory) (man
 	}
 	nodes, err := e.cluster.Nodes(ctx)
 	if err != nil {
-		return managed.ExternalObservation{}, errors.Wrap(err, errObserveNodes)
+		return managed.ExternalObservation{}, errors.Wrap(clients.Explain(err, e.origin), errObserveNodes)
 	}
 	var foreign []v1alpha1.ForeignPeer
 	if len(cr.Spec.ForProvider.OwnedPeerLabels) > 0 {
@@ -168,7 +170,7 @@ func (e *external) Observe(ctx context.Context, cr *v1alpha1.NodeInventory) (man
 		case errors.Is(err, remote.ErrPeerCRDMissing):
 			// A cluster without Kilo's Peer has no Peer in anyone's way.
 		case err != nil:
-			return managed.ExternalObservation{}, errors.Wrap(err, errObservePeers)
+			return managed.ExternalObservation{}, errors.Wrap(clients.Explain(err, e.origin), errObservePeers)
 		default:
 			foreign = ObserveForeignPeers(peers, cr.Spec.ForProvider.OwnedPeerLabels)
 		}

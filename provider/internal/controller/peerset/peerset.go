@@ -121,7 +121,7 @@ type connector struct {
 
 // Connect returns an external client of the set's cluster.
 func (c *connector) Connect(ctx context.Context, cr *v1alpha1.PeerSet) (managed.TypedExternalClient[*v1alpha1.PeerSet], error) {
-	creds, err := c.resolver.Resolve(ctx, cr)
+	creds, _, err := c.resolver.Resolve(ctx, cr)
 	if err != nil {
 		return nil, err
 	}
@@ -136,7 +136,7 @@ func (c *connector) Connect(ctx context.Context, cr *v1alpha1.PeerSet) (managed.
 	if err != nil {
 		return nil, errors.Wrap(err, errClient)
 	}
-	return &external{peers: cl, kube: kc}, nil
+	return &external{peers: cl, kube: kc, origin: creds.Origin}, nil
 }
 
 // PeerLister lists the Peers of a cluster.
@@ -149,6 +149,8 @@ type PeerLister interface {
 type external struct {
 	peers PeerLister
 	kube  client.Client
+	// origin names the credentials, to explain a refusal.
+	origin string
 
 	// plan is the result of the last Observe, used by the Create, Update or
 	// Delete of the same reconcile, and selector the set's selector.
@@ -164,7 +166,9 @@ func (e *external) Observe(ctx context.Context, cr *v1alpha1.PeerSet) (managed.E
 		return managed.ExternalObservation{ResourceExists: false}, nil
 	}
 	if err != nil {
-		return managed.ExternalObservation{}, errors.Wrap(err, errObservePeers)
+		// A set that cannot read its cluster does nothing: above all, it
+		// deletes no Peer.
+		return managed.ExternalObservation{}, errors.Wrap(clients.Explain(err, e.origin), errObservePeers)
 	}
 	e.plan = NewPlan(cr.Spec.ForProvider, actual)
 	e.selector = cr.Spec.ForProvider.Selector

@@ -110,7 +110,11 @@ func (c *CLI) Run() error {
 	}
 
 	ctx := ctrl.SetupSignalHandler()
-	reg := remote.NewRegistry(ctx, remote.WithCoalesce(c.Coalesce))
+	sw, err := remote.NewMetadataWatcher(mgr.GetConfig())
+	if err != nil {
+		return errors.Wrap(err, errSetup)
+	}
+	reg := remote.NewRegistry(ctx, remote.WithCoalesce(c.Coalesce), remote.WithSourceWatcher(sw))
 	if err := pcontroller.Setup(mgr, o, pcontroller.Deps{Registry: reg}); err != nil {
 		return errors.Wrap(err, errSetup)
 	}

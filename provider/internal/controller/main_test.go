@@ -104,7 +104,12 @@ func run(m *testing.M) int {
 		ctrl.SetLogger(zl)
 		log = logging.NewLogrLogger(zl)
 	}
-	cp.reg = remote.NewRegistry(ctx, remote.WithCoalesce(100*time.Millisecond))
+	sw, err := remote.NewMetadataWatcher(cfg)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	cp.reg = remote.NewRegistry(ctx, remote.WithCoalesce(100*time.Millisecond), remote.WithSourceWatcher(sw))
 	o := controller.Options{
 		Logger:                  log,
 		PollInterval:            time.Hour,
@@ -153,14 +158,21 @@ func needAPIServers(t *testing.T) {
 // error after the deadline.
 func eventually(t *testing.T, what string, fn func() error) {
 	t.Helper()
-	deadline := time.Now().Add(wait)
+	eventuallyWithin(t, wait, what, fn)
+}
+
+// eventuallyWithin is eventually with another deadline, for states that a
+// slower mechanism would also reach in the end.
+func eventuallyWithin(t *testing.T, d time.Duration, what string, fn func() error) {
+	t.Helper()
+	deadline := time.Now().Add(d)
 	for {
 		err := fn()
 		if err == nil {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%s: still not true after %s: %v", what, wait, err)
+			t.Fatalf("%s: still not true after %s: %v", what, d, err)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}

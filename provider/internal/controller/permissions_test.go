@@ -119,7 +119,11 @@ func TestControlPlanePermissions(t *testing.T) {
 		t.Fatal(err)
 	}
 	mctx, stop := context.WithCancel(context.Background())
-	reg := remote.NewRegistry(mctx, remote.WithCoalesce(100*time.Millisecond))
+	sw, err := remote.NewMetadataWatcher(restricted)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := remote.NewRegistry(mctx, remote.WithCoalesce(100*time.Millisecond), remote.WithSourceWatcher(sw))
 	o := controller.Options{
 		Logger:                  logging.NewNopLogger(),
 		PollInterval:            time.Hour,

@@ -18,7 +18,9 @@ package remote
 
 import (
 	"context"
+	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -51,6 +53,7 @@ const (
 
 	errNewNodeClient = "cannot create a client for the Nodes of the cluster"
 	errNewClient     = "cannot create a client for the cluster"
+	errNewHTTP       = "cannot create the connection settings of the cluster"
 	errDiscovery     = "cannot discover whether the cluster serves kilo.squat.ai Peers"
 )
 
@@ -68,27 +71,53 @@ var Scheme = func() *runtime.Scheme {
 }()
 
 // A Cluster is one member cluster reached with one set of credentials.
+// Every client of it shares one HTTP client whose connections are its own,
+// so that stopping the cluster closes them.
 type Cluster struct {
+	id     uint64
 	ctx    context.Context
 	cancel context.CancelFunc
 	cfg    *rest.Config
+	conns  *conns
 	wake   func(kinds ...string)
 	now    func() time.Time
 
+	// started counts the watches started, for Registry.Watch.
+	started atomic.Int64
+
 	mu              sync.Mutex
+	http            *http.Client
 	client          client.WithWatch
 	nodes           *feed
 	peers           *feed
 	peersAbsentTill time.Time
 }
 
-func newCluster(ctx context.Context, cfg *rest.Config, wake func(kinds ...string)) *Cluster {
+func newCluster(ctx context.Context, id uint64, cfg *rest.Config, wake func(kinds ...string)) *Cluster {
 	ctx, cancel := context.WithCancel(ctx)
-	return &Cluster{ctx: ctx, cancel: cancel, cfg: cfg, wake: wake, now: time.Now}
+	d := newConns()
+	cfg = rest.CopyConfig(cfg)
+	cfg.Dial = d.DialContext
+	return &Cluster{id: id, ctx: ctx, cancel: cancel, cfg: cfg, conns: d, wake: wake, now: time.Now}
 }
 
+// stop ends the cluster's watches and closes its connections.
 func (c *Cluster) stop() {
 	c.cancel()
+	c.conns.closeAll()
+}
+
+// httpLocked returns the HTTP client every client of the cluster uses.
+func (c *Cluster) httpLocked() (*http.Client, error) {
+	if c.http != nil {
+		return c.http, nil
+	}
+	hc, err := rest.HTTPClientFor(c.cfg)
+	if err != nil {
+		return nil, errors.Wrap(err, errNewHTTP)
+	}
+	c.http = hc
+	return hc, nil
 }
 
 // Client returns a client of the cluster that knows Kilo's Peer.
@@ -102,7 +131,11 @@ func (c *Cluster) clientLocked() (client.WithWatch, error) {
 	if c.client != nil {
 		return c.client, nil
 	}
-	kc, err := client.NewWithWatch(c.cfg, client.Options{Scheme: Scheme})
+	hc, err := c.httpLocked()
+	if err != nil {
+		return nil, err
+	}
+	kc, err := client.NewWithWatch(c.cfg, client.Options{Scheme: Scheme, HTTPClient: hc})
 	if err != nil {
 		return nil, errors.Wrap(err, errNewClient)
 	}
@@ -141,7 +174,11 @@ func (c *Cluster) nodeFeed() (*feed, error) {
 	pc := rest.CopyConfig(c.cfg)
 	pc.ContentType = runtime.ContentTypeProtobuf
 	pc.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
-	cs, err := corev1client.NewForConfig(pc)
+	hc, err := c.httpLocked()
+	if err != nil {
+		return nil, err
+	}
+	cs, err := corev1client.NewForConfigAndClient(pc, hc)
 	if err != nil {
 		return nil, errors.Wrap(err, errNewNodeClient)
 	}
@@ -154,6 +191,7 @@ func (c *Cluster) nodeFeed() (*feed, error) {
 		},
 	}
 	changed := func() { c.wake(kubev1alpha1.NodeInventoryKind) }
+	c.started.Add(1)
 	c.nodes = startFeed(c.ctx, "Nodes", lw, &corev1.Node{}, SlimNode, changed, func() {})
 	return c.nodes, nil
 }
@@ -191,7 +229,7 @@ func (c *Cluster) peerFeed() (*feed, error) {
 	if c.now().Before(c.peersAbsentTill) {
 		return nil, ErrPeerCRDMissing
 	}
-	ok, err := c.servesPeers()
+	ok, err := c.servesPeersLocked()
 	if err != nil {
 		return nil, err
 	}
@@ -213,6 +251,7 @@ func (c *Cluster) peerFeed() (*feed, error) {
 		},
 	}
 	changed := func() { c.wake(kubev1alpha1.NodeInventoryKind, kubev1alpha1.PeerSetKind) }
+	c.started.Add(1)
 	c.peers = startFeed(c.ctx, "Peers", lw, &kilov1alpha1.Peer{}, SlimPeer, changed, c.dropPeers)
 	return c.peers, nil
 }
@@ -229,8 +268,12 @@ func (c *Cluster) dropPeers() {
 	}
 }
 
-func (c *Cluster) servesPeers() (bool, error) {
-	dc, err := discovery.NewDiscoveryClientForConfig(c.cfg)
+func (c *Cluster) servesPeersLocked() (bool, error) {
+	hc, err := c.httpLocked()
+	if err != nil {
+		return false, err
+	}
+	dc, err := discovery.NewDiscoveryClientForConfigAndClient(c.cfg, hc)
 	if err != nil {
 		return false, errors.Wrap(err, errDiscovery)
 	}

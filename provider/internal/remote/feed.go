@@ -29,6 +29,8 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
+
+	"github.com/kilomesh/kilomesh/provider/internal/clients"
 )
 
 const errFmtNotSynced = "the watch of %s has not listed them yet"
@@ -55,6 +57,10 @@ type feed struct {
 
 	mu  sync.Mutex
 	err error
+	// next is closed, and replaced, when the first list completes or the
+	// outcome of a request changes, so that a wait for the first list
+	// ends as soon as the cluster refuses it.
+	next chan struct{}
 }
 
 // startFeed starts a watch. changed is called, from several goroutines, when an
@@ -64,7 +70,7 @@ type feed struct {
 // exist.
 func startFeed(ctx context.Context, what string, lw lister, obj runtime.Object, transform cache.TransformFunc, changed func(), gone func()) *feed {
 	ctx, cancel := context.WithCancel(ctx)
-	f := &feed{what: what, cancel: cancel}
+	f := &feed{what: what, cancel: cancel, next: make(chan struct{})}
 	f.store, f.ctl = cache.NewInformerWithOptions(cache.InformerOptions{
 		ListerWatcher: &cache.ListWatch{
 			ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
@@ -98,6 +104,7 @@ func startFeed(ctx context.Context, what string, lw lister, obj runtime.Object, 
 	go func() {
 		if cache.WaitForCacheSync(ctx.Done(), f.ctl.HasSynced) {
 			f.listed.Store(true)
+			f.signal()
 			changed()
 		}
 	}()
@@ -115,6 +122,7 @@ func (f *feed) record(err error, changed, gone func()) {
 		f.err = nil
 		f.mu.Unlock()
 		if was != nil {
+			f.signal()
 			changed()
 		}
 		return
@@ -129,28 +137,50 @@ func (f *feed) record(err error, changed, gone func()) {
 	f.err = err
 	f.mu.Unlock()
 	if was == nil || was.Error() != err.Error() {
+		f.signal()
 		changed()
 	}
+}
+
+// signal wakes the waits for the first list.
+func (f *feed) signal() {
+	f.mu.Lock()
+	close(f.next)
+	f.next = make(chan struct{})
+	f.mu.Unlock()
 }
 
 func (f *feed) stop() { f.cancel() }
 
 // items waits up to wait for the first list, then returns the objects, or
-// the error of the last request when the cluster cannot be reached.
+// the error of the last request when the cluster cannot be reached. A wait
+// for the first list ends early when the cluster refuses it for good
+// (credentials it does not accept fail at once, not after the wait), and
+// goes on through errors a retry may fix.
 func (f *feed) items(ctx context.Context, wait time.Duration) ([]any, error) {
-	if !f.ctl.HasSynced() {
-		ctx, cancel := context.WithTimeout(ctx, wait)
-		defer cancel()
-		cache.WaitForCacheSync(ctx.Done(), f.ctl.HasSynced)
+	ctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	for {
+		f.mu.Lock()
+		err, next := f.err, f.next
+		f.mu.Unlock()
+		synced := f.ctl.HasSynced()
+		switch {
+		case err != nil && (synced || clients.Refused(err) || kerrors.IsNotFound(err)):
+			return nil, err
+		case synced:
+			return f.store.List(), nil
+		}
+		select {
+		case <-ctx.Done():
+			f.mu.Lock()
+			err := f.err
+			f.mu.Unlock()
+			if err != nil {
+				return nil, err
+			}
+			return nil, errors.Errorf(errFmtNotSynced, f.what)
+		case <-next:
+		}
 	}
-	f.mu.Lock()
-	err := f.err
-	f.mu.Unlock()
-	if err != nil {
-		return nil, err
-	}
-	if !f.ctl.HasSynced() {
-		return nil, errors.Errorf(errFmtNotSynced, f.what)
-	}
-	return f.store.List(), nil
 }

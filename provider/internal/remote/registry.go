@@ -55,9 +55,16 @@ type Registry struct {
 	coalesce time.Duration
 
 	mu       sync.Mutex
+	seq      uint64
 	clusters map[string]*Cluster
 	users    map[User]string
 	queues   map[string]workqueue.TypedRateLimitingInterface[reconcile.Request]
+
+	// watcher watches the objects credentials are read from; deps records
+	// which of them each user's credentials came from.
+	watcher SourceWatcher
+	deps    map[User][]clients.Source
+	watches map[clients.Source]sourceWatch
 }
 
 // A RegistryOption configures a Registry.
@@ -68,6 +75,12 @@ func WithCoalesce(d time.Duration) RegistryOption {
 	return func(r *Registry) { r.coalesce = d }
 }
 
+// WithSourceWatcher sets how the objects credentials are read from are
+// watched. Without one, a rotated Secret takes effect at the next poll.
+func WithSourceWatcher(w SourceWatcher) RegistryOption {
+	return func(r *Registry) { r.watcher = w }
+}
+
 // NewRegistry returns a Registry whose watches run until ctx is done.
 func NewRegistry(ctx context.Context, o ...RegistryOption) *Registry {
 	r := &Registry{
@@ -76,6 +89,8 @@ func NewRegistry(ctx context.Context, o ...RegistryOption) *Registry {
 		clusters: map[string]*Cluster{},
 		users:    map[User]string{},
 		queues:   map[string]workqueue.TypedRateLimitingInterface[reconcile.Request]{},
+		deps:     map[User][]clients.Source{},
+		watches:  map[clients.Source]sourceWatch{},
 	}
 	for _, fn := range o {
 		fn(r)
@@ -106,19 +121,45 @@ func (r *Registry) Acquire(u User, creds *clients.Credentials) *Cluster {
 	c, ok := r.clusters[creds.Key]
 	if !ok {
 		key := creds.Key
-		c = newCluster(r.ctx, creds.Config, func(kinds ...string) { r.wake(key, kinds...) })
+		r.seq++
+		c = newCluster(r.ctx, r.seq, creds.Config, func(kinds ...string) { r.wake(key, kinds...) })
 		r.clusters[key] = c
 	}
 	r.users[u] = creds.Key
 	return c
 }
 
-// Release records that u no longer uses a cluster. A cluster nobody uses
-// stops its watches.
+// Release records that u no longer uses a cluster nor depends on the
+// objects its credentials came from. A cluster nobody uses stops its
+// watches and closes its connections.
 func (r *Registry) Release(u User) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.releaseLocked(u)
+	r.forgetLocked(u)
+}
+
+// A Watch describes the watch of one cluster.
+type Watch struct {
+	// ID is different for every start of a cluster's watch: a cluster
+	// watched again after its watch stopped has a new ID.
+	ID uint64
+	// Started counts the watches of Nodes and of Peers started for the
+	// cluster. A watch that reconnects is not started again.
+	Started int64
+	// Conns counts the open connections to the cluster.
+	Conns int
+}
+
+// Watch describes the watch of the cluster of the key, if it is watched.
+func (r *Registry) Watch(key string) (Watch, bool) {
+	r.mu.Lock()
+	c, ok := r.clusters[key]
+	r.mu.Unlock()
+	if !ok {
+		return Watch{}, false
+	}
+	return Watch{ID: c.id, Started: c.started.Load(), Conns: c.conns.count()}, true
 }
 
 func (r *Registry) releaseLocked(u User) {
@@ -175,9 +216,14 @@ func (r *Registry) Reap(ctx context.Context, interval time.Duration, exists func
 		case <-t.C:
 		}
 		r.mu.Lock()
-		users := make([]User, 0, len(r.users))
+		users := make([]User, 0, len(r.users)+len(r.deps))
 		for u := range r.users {
 			users = append(users, u)
+		}
+		for u := range r.deps {
+			if _, ok := r.users[u]; !ok {
+				users = append(users, u)
+			}
 		}
 		r.mu.Unlock()
 		for _, u := range users {
@@ -199,10 +245,17 @@ func (r *Registry) wake(key string, kinds ...string) {
 			continue
 		}
 		for _, kind := range kinds {
-			if q, ok := r.queues[kind]; ok && kind == u.Kind {
-				q.AddAfter(reconcile.Request{NamespacedName: u.NamespacedName}, r.coalesce)
+			if kind == u.Kind {
+				r.enqueueLocked(u)
 			}
 		}
+	}
+}
+
+// enqueueLocked reconciles u after the coalescing delay.
+func (r *Registry) enqueueLocked(u User) {
+	if q, ok := r.queues[u.Kind]; ok {
+		q.AddAfter(reconcile.Request{NamespacedName: u.NamespacedName}, r.coalesce)
 	}
 }
 

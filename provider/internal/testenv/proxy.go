@@ -150,5 +150,13 @@ func (p *Proxy) Restore() error {
 	return nil
 }
 
+// Open returns how many connections the proxy forwards now.
+func (p *Proxy) Open() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	// Each forwarded connection is tracked on both of its sides.
+	return len(p.conns) / 2
+}
+
 // Close stops the proxy for good.
 func (p *Proxy) Close() { p.Cut() }

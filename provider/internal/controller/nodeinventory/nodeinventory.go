@@ -119,14 +119,17 @@ func (c *connector) Connect(ctx context.Context, cr *v1alpha1.NodeInventory) (ma
 	if meta.WasDeleted(cr) {
 		return &deleted{}, nil
 	}
-	creds, _, err := c.resolver.Resolve(ctx, cr)
+	u := remote.User{Kind: v1alpha1.NodeInventoryKind, NamespacedName: types.NamespacedName{Namespace: cr.GetNamespace(), Name: cr.GetName()}}
+	creds, sources, err := c.resolver.Resolve(ctx, cr)
+	// The config and Secret are watched even when they are wrong, so that
+	// their repair is noticed at once.
+	c.registry.Depend(u, sources) //nolint:contextcheck // The watches outlive the reconcile: they run until the registry stops.
 	if err != nil {
 		return nil, err
 	}
 	if err := c.usage.Track(ctx, cr); err != nil {
 		return nil, err
 	}
-	u := remote.User{Kind: v1alpha1.NodeInventoryKind, NamespacedName: types.NamespacedName{Namespace: cr.GetNamespace(), Name: cr.GetName()}}
 	return &external{cluster: c.registry.Acquire(u, creds), origin: creds.Origin, now: c.now, maxBytes: MaxStatusBytes}, nil
 }
 

@@ -121,7 +121,11 @@ type connector struct {
 
 // Connect returns an external client of the set's cluster.
 func (c *connector) Connect(ctx context.Context, cr *v1alpha1.PeerSet) (managed.TypedExternalClient[*v1alpha1.PeerSet], error) {
-	creds, _, err := c.resolver.Resolve(ctx, cr)
+	u := remote.User{Kind: v1alpha1.PeerSetKind, NamespacedName: types.NamespacedName{Namespace: cr.GetNamespace(), Name: cr.GetName()}}
+	creds, sources, err := c.resolver.Resolve(ctx, cr)
+	// The config and Secret are watched even when they are wrong, so that
+	// their repair is noticed at once.
+	c.registry.Depend(u, sources) //nolint:contextcheck // The watches outlive the reconcile: they run until the registry stops.
 	if err != nil {
 		return nil, err
 	}
@@ -130,7 +134,6 @@ func (c *connector) Connect(ctx context.Context, cr *v1alpha1.PeerSet) (managed.
 			return nil, err
 		}
 	}
-	u := remote.User{Kind: v1alpha1.PeerSetKind, NamespacedName: types.NamespacedName{Namespace: cr.GetNamespace(), Name: cr.GetName()}}
 	cl := c.registry.Acquire(u, creds)
 	kc, err := cl.Client()
 	if err != nil {

@@ -1,0 +1,159 @@
+/*
+Copyright 2026 The kilomesh Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package remote
+
+import (
+	"context"
+	"io"
+	"net"
+	"net/url"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	kerrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
+	"github.com/crossplane/crossplane-runtime/v2/pkg/test"
+)
+
+// TestConns dials real loopback connections and checks that closing a
+// cluster's connections closes every one of them and refuses new ones.
+func TestConns(t *testing.T) {
+	ln, err := (&net.ListenConfig{}).Listen(t.Context(), "tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ln.Close() })
+	accepted := make(chan net.Conn, 2)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			accepted <- c
+		}
+	}()
+	d := newConns()
+	var server []net.Conn
+	for range 2 {
+		if _, err := d.DialContext(t.Context(), "tcp", ln.Addr().String()); err != nil {
+			t.Fatal(err)
+		}
+		server = append(server, <-accepted)
+	}
+	if got := d.count(); got != 2 {
+		t.Errorf("open connections: want 2, got %d", got)
+	}
+	d.closeAll()
+	if got := d.count(); got != 0 {
+		t.Errorf("open connections after closeAll: want 0, got %d", got)
+	}
+	for i, c := range server {
+		// The far side of a closed connection reads the end of it.
+		if _, err := c.Read(make([]byte, 1)); !errors.Is(err, io.EOF) {
+			t.Errorf("connection %d: want EOF on the far side, got %v", i, err)
+		}
+		_ = c.Close()
+	}
+	_, err = d.DialContext(t.Context(), "tcp", ln.Addr().String())
+	if diff := cmp.Diff(errors.New(errStopped), err, test.EquateErrors()); diff != "" {
+		t.Errorf("dial after closeAll: -want +got:\n%s", diff)
+	}
+}
+
+func TestItems(t *testing.T) {
+	unauthorized := kerrors.NewUnauthorized("Unauthorized")
+	forbidden := kerrors.NewForbidden(schema.GroupResource{Resource: "nodes"}, "", errors.New("no"))
+	refused := &url.Error{Op: "Get", URL: "https://127.0.0.1:1/api/v1/nodes", Err: errors.New("connection refused")}
+	type want struct {
+		items int
+		err   error
+	}
+	cases := map[string]struct {
+		reason string
+		// failures are the errors of the first lists, in order; the
+		// lists after them succeed.
+		failures []error
+		always   error
+		want     want
+	}{
+		"Unauthorized": {
+			reason: "Credentials the cluster does not accept are reported at once, not after the wait.",
+			always: unauthorized,
+			want:   want{err: unauthorized},
+		},
+		"Forbidden": {
+			reason: "An identity that may not list is reported at once.",
+			always: forbidden,
+			want:   want{err: forbidden},
+		},
+		"Transient": {
+			reason:   "A first list that fails for a moment is retried within the wait: no error is reported.",
+			failures: []error{refused},
+			want:     want{items: 1},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			var calls atomic.Int64
+			lw := lister{
+				list: func(_ context.Context, _ metav1.ListOptions) (runtime.Object, error) {
+					n := int(calls.Add(1))
+					switch {
+					case tc.always != nil:
+						return nil, tc.always
+					case n <= len(tc.failures):
+						return nil, tc.failures[n-1]
+					}
+					return &metav1.PartialObjectMetadataList{
+						ListMeta: metav1.ListMeta{ResourceVersion: "1"},
+						Items:    []metav1.PartialObjectMetadata{{ObjectMeta: metav1.ObjectMeta{Name: "a", ResourceVersion: "1"}}},
+					}, nil
+				},
+				watch: func(_ context.Context, o metav1.ListOptions) (watch.Interface, error) {
+					switch {
+					case tc.always != nil:
+						return nil, tc.always
+					case o.SendInitialEvents != nil && *o.SendInitialEvents:
+						// As an API server without streaming lists: the
+						// reflector falls back to a list.
+						return nil, kerrors.NewBadRequest("sendInitialEvents is not supported")
+					}
+					return watch.NewFake(), nil
+				},
+			}
+			f := startFeed(t.Context(), "Nodes", lw, &metav1.PartialObjectMetadata{}, nil, func() {}, func() {})
+			t.Cleanup(f.stop)
+			// The wait is far longer than the test may run: an error is
+			// only reported early.
+			items, err := f.items(t.Context(), 24*time.Hour)
+			if diff := cmp.Diff(tc.want.err, err, test.EquateErrors()); diff != "" {
+				t.Errorf("\n%s\nitems(...): -want error, +got error:\n%s", tc.reason, diff)
+			}
+			if len(items) != tc.want.items {
+				t.Errorf("\n%s\nitems(...): want %d items, got %d", tc.reason, tc.want.items, len(items))
+			}
+		})
+	}
+}

@@ -5,6 +5,7 @@ package e2e
 import (
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -13,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	corev1 "k8s.io/api/core/v1"
 	kerrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -452,8 +455,8 @@ func testOutage(ctx context.Context, t *testing.T, mode string, ref meshRef) {
 }
 
 // testRemoveCluster removes cluster-c from the spec: its Peers leave the
-// others, and the others' Peers leave it.
-func testRemoveCluster(ctx context.Context, t *testing.T, ref meshRef) {
+// others, and the others' Peers leave it. It returns the removed member.
+func testRemoveCluster(ctx context.Context, t *testing.T, ref meshRef) *meshv1alpha1.Cluster {
 	_, spec, err := stack.GetMesh(ctx, mgmt, ref.ns, ref.name)
 	if err != nil {
 		t.Fatal(err)
@@ -467,6 +470,7 @@ func testRemoveCluster(ctx context.Context, t *testing.T, ref meshRef) {
 	if i < 0 {
 		t.Fatal("cluster-c is not a member")
 	}
+	removed := spec.Clusters[i].DeepCopy()
 	if err := patchMesh(ctx, ref, fmt.Sprintf(`[{"op":"test","path":"/spec/clusters/%d/name","value":"cluster-c"},{"op":"remove","path":"/spec/clusters/%d"}]`, i, i)); err != nil {
 		t.Fatal(err)
 	}
@@ -477,9 +481,70 @@ func testRemoveCluster(ctx context.Context, t *testing.T, ref meshRef) {
 	}
 	for _, m := range []string{"cluster-a", "cluster-b"} {
 		for _, p := range meshPeers(m, ref) {
-			if p.Labels["kilomesh.io/source-cluster"] == "cluster-c" {
+			if p.Labels[meshv1alpha1.LabelSourceCluster] == "cluster-c" {
 				t.Errorf("%s still holds %s of cluster-c", m, p.Name)
 			}
+		}
+	}
+	return removed
+}
+
+// testAddCluster adds a member to a live mesh: it receives every other
+// member's Peers and its Peers reach every other member, and no Peer the
+// other members already hold is written again.
+//
+// The member comes back without its persistentKeepalive: a member's
+// keepalive is a floor for every Peer of the mesh (MESH-SPEC §7), so a
+// member that raises it rightly updates the others' Peers, and this test is
+// about a member that does not.
+func testAddCluster(ctx context.Context, t *testing.T, ref meshRef, c *meshv1alpha1.Cluster) {
+	if c == nil {
+		t.Skip("no member was removed to add back")
+	}
+	c = c.DeepCopy()
+	c.PersistentKeepalive = nil
+	b, err := json.Marshal(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := map[string]map[string]kilov1alpha1.Peer{}
+	for _, m := range rec.memberNames() {
+		before[m] = map[string]kilov1alpha1.Peer{}
+		for _, p := range meshPeers(m, ref) {
+			before[m][p.Name] = p
+		}
+	}
+	t0 := time.Now()
+	if err := patchMesh(ctx, ref, fmt.Sprintf(`[{"op":"add","path":"/spec/clusters/-","value":%s}]`, b)); err != nil {
+		t.Fatal(err)
+	}
+	took := waitConverged(ctx, t, ref, convergeTimeout)
+	t.Logf("converged %.1fs after %s was added", took.Seconds(), c.Name)
+	for _, m := range rec.memberNames() {
+		if m == c.Name {
+			if len(meshPeers(m, ref)) == 0 {
+				t.Errorf("%s holds no Peer of the mesh after it was added", m)
+			}
+			continue
+		}
+		from := 0
+		for _, p := range meshPeers(m, ref) {
+			if p.Labels[meshv1alpha1.LabelSourceCluster] == c.Name {
+				from++
+				continue
+			}
+			if old, ok := before[m][p.Name]; ok && old.ResourceVersion != p.ResourceVersion {
+				t.Errorf("%s: Peer %s was rewritten (resourceVersion %s, then %s): -before +after:\n%s", m, p.Name, old.ResourceVersion, p.ResourceVersion,
+					cmp.Diff(old, p, cmpopts.IgnoreFields(metav1.ObjectMeta{}, "ResourceVersion", "ManagedFields")))
+			}
+		}
+		if from == 0 {
+			t.Errorf("%s holds no Peer of %s after it was added", m, c.Name)
+		}
+		if es := rec.since(m, t0, func(p *kilov1alpha1.Peer) bool {
+			return stack.Owned(p, ref.ns, ref.name) && p.Labels[meshv1alpha1.LabelSourceCluster] != c.Name
+		}); len(es) > 0 {
+			t.Errorf("%s was added, yet the Peers of the other members changed in %s:%s", c.Name, m, describe(es))
 		}
 	}
 }

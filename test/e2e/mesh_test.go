@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kilov1alpha1 "github.com/kilomesh/kilomesh/apis/kilo/v1alpha1"
+	meshv1alpha1 "github.com/kilomesh/kilomesh/apis/mesh/v1alpha1"
 	"github.com/kilomesh/kilomesh/test/stack/fixture"
 )
 
@@ -138,7 +139,9 @@ func testMode(ctx context.Context, t *testing.T, mode string, vpn *kilov1alpha1.
 	t.Run("members follow node changes", func(t *testing.T) { testFollow(ctx, t, mode, ref) })
 	t.Run("processes killed and restarted", func(t *testing.T) { testCrash(ctx, t, ref) })
 	t.Run("member unreachable", func(t *testing.T) { testOutage(ctx, t, mode, ref) })
-	t.Run("cluster removed from the spec", func(t *testing.T) { testRemoveCluster(ctx, t, ref) })
+	var removed *meshv1alpha1.Cluster
+	t.Run("cluster removed from the spec", func(t *testing.T) { removed = testRemoveCluster(ctx, t, ref) })
+	t.Run("cluster added to the live mesh", func(t *testing.T) { testAddCluster(ctx, t, ref, removed) })
 	snapshotStatus(ctx, t)
 	t.Run("mesh deleted", func(t *testing.T) { testDelete(ctx, t, ref) })
 	t.Run("hand-made Peer untouched", func(t *testing.T) { checkVPN(ctx, t, vpn) })

@@ -70,7 +70,8 @@ const closeWithin = 30 * time.Second
 
 // TestCredentialRotation rotates a member's kubeconfig Secret while the
 // provider runs: to a new token and server address, to a token the member
-// refuses, and to another Secret. Each change takes effect through the
+// refuses, to a CA that does not verify it, to another Secret, and to a new
+// CA bundle. Each change takes effect through the
 // watch of the Secret or config, without a restart; only the rotated
 // member's watch is rebuilt; a refused token keeps the last known nodes
 // and deletes no Peer; and the watches and connections of credentials no
@@ -227,6 +228,41 @@ func TestCredentialRotation(t *testing.T) {
 		unchangedB(t)
 	})
 
+	t.Run("WrongCA", func(t *testing.T) {
+		// A valid token, but the CA of another cluster: the member's
+		// serving certificate cannot be verified.
+		before := peers(ctx, t, m.Admin)
+		token, err := testenv.ServiceAccountToken(ctx, m.AdminConfig, "kube-system", "kilomesh")
+		if err != nil {
+			t.Fatal(err)
+		}
+		kc, err := testenv.Kubeconfig(m.AdminConfig.Host, other.AdminConfig.CAData, token)
+		if err != nil {
+			t.Fatal(err)
+		}
+		setSecret("a", kc)
+		eventually(t, "inventory a reports the unverified certificate", synced(func() (interface {
+			GetCondition(xpv2.ConditionType) xpv2.Condition
+		}, error,
+		) {
+			return getInventory(ctx, ns, "a")
+		}, corev1.ConditionFalse, fmt.Sprintf("cannot verify the cluster's serving certificate with the certificate-authority-data and server of Secret %s/a", ns)))
+		ni, err := getInventory(ctx, ns, "a")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d := cmp.Diff([]v1alpha1.ObservedNode{nodeA1, nodeA2}, ni.Status.AtProvider.Nodes); d != "" {
+			t.Errorf("the last known nodes are not kept: -want +got:\n%s", d)
+		}
+		if c := ni.GetCondition(xpv2.TypeSynced); strings.Contains(c.Message, token) {
+			t.Errorf("Synced quotes the token: %q", c.Message)
+		}
+		if d := cmp.Diff(before, peers(ctx, t, m.Admin)); d != "" {
+			t.Errorf("Peers changed while the CA was wrong: -before +after:\n%s", d)
+		}
+		unchangedB(t)
+	})
+
 	t.Run("ConfigPointedAtAnotherSecret", func(t *testing.T) {
 		old := keyOf(userA)
 		token, err := testenv.ServiceAccountToken(ctx, m.AdminConfig, "kube-system", "kilomesh")
@@ -266,6 +302,33 @@ func TestCredentialRotation(t *testing.T) {
 			}
 			return nil
 		})
+		unchangedB(t)
+	})
+
+	t.Run("NewCABundle", func(t *testing.T) {
+		// The member's CA next to a second one, as during a CA rotation:
+		// other credentials, so a new watch, which verifies the server.
+		old := keyOf(userA)
+		s := &corev1.Secret{}
+		if err := cp.kube.Get(ctx, client.ObjectKey{Namespace: ns, Name: "a-fixed"}, s); err != nil {
+			t.Fatal(err)
+		}
+		token, err := testenv.ServiceAccountToken(ctx, m.AdminConfig, "kube-system", "kilomesh")
+		if err != nil {
+			t.Fatal(err)
+		}
+		bundle := append(append([]byte{}, other.AdminConfig.CAData...), m.AdminConfig.CAData...)
+		kc, err := testenv.Kubeconfig("https://"+m.Proxy.Addr(), bundle, token)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.Data = map[string][]byte{"kubeconfig": kc}
+		if err := cp.kube.Update(ctx, s); err != nil {
+			t.Fatal(err)
+		}
+		moved("the new CA bundle is used", old)
+		node(ctx, t, m.Admin, "a-3", nil, map[string]string{kilov1alpha1.AnnotationKey: keyD}, nil, nil, "")
+		published(ctx, t, ns, "a", []v1alpha1.ObservedNode{nodeA1, nodeA2, {Name: "a-3", Kilo: &v1alpha1.KiloAnnotations{Key: keyD}}})
 		unchangedB(t)
 	})
 

@@ -103,7 +103,7 @@ func (f *Function) RunFunction(_ context.Context, req *fnv1.RunFunctionRequest) 
 		response.Fatal(rsp, errors.Wrap(err, errCompose))
 		return rsp, nil
 	}
-	if err := writeStatus(rsp, plan, obs.inventories, deliveryProblems(xr, obs)); err != nil {
+	if err := writeStatus(rsp, plan, deliveryProblems(xr, obs)); err != nil {
 		response.Fatal(rsp, errors.Wrap(err, errStatus))
 		return rsp, nil
 	}

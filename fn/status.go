@@ -61,8 +61,25 @@ func setStatus(rsp *fnv1.RunFunctionResponse, status *structpb.Value) {
 }
 
 // writeStatus reports a planned mesh: status, conditions and one Warning per
-// problem kind per cluster.
-func writeStatus(rsp *fnv1.RunFunctionResponse, plan *mesh.Plan, inventories map[string]*mesh.Observation, delivery map[string]string) error {
+// problem kind per cluster. delivery names, by member, why its Peers cannot
+// be written.
+func writeStatus(rsp *fnv1.RunFunctionResponse, plan *mesh.Plan, delivery map[string]string) error {
+	// The planner's message of a member is why it cannot be observed; the
+	// delivery problems join it below.
+	var unreachable, unobserved []string
+	for _, c := range plan.Status.Clusters {
+		switch {
+		case c.UnreachableSince != nil:
+			msg := c.Name + " (since " + c.UnreachableSince.UTC().Format("2006-01-02T15:04:05Z") + ")"
+			if c.Message != "" {
+				msg += ": " + cut(c.Message)
+			}
+			unreachable = append(unreachable, msg)
+		case c.LastObserved == nil:
+			unobserved = append(unobserved, c.Name)
+		}
+	}
+
 	reportDelivery(plan, delivery)
 	status, err := toValue(plan.Status)
 	if err != nil {
@@ -71,20 +88,6 @@ func writeStatus(rsp *fnv1.RunFunctionResponse, plan *mesh.Plan, inventories map
 	setStatus(rsp, status)
 
 	response.ConditionFalse(rsp, typeNetworksOverlap, reasonNoOverlap).TargetComposite()
-
-	var unreachable, unobserved []string
-	for _, c := range plan.Status.Clusters {
-		switch {
-		case c.UnreachableSince != nil:
-			msg := c.Name + " (since " + c.UnreachableSince.UTC().Format("2006-01-02T15:04:05Z") + ")"
-			if inv := inventories[c.Name]; inv != nil && inv.Problem != "" {
-				msg += ": " + cut(inv.Problem)
-			}
-			unreachable = append(unreachable, msg)
-		case c.LastObserved == nil:
-			unobserved = append(unobserved, c.Name)
-		}
-	}
 	switch {
 	case len(unreachable) > 0:
 		response.ConditionFalse(rsp, typeClustersReachable, reasonUnreachable).

@@ -2,11 +2,16 @@ package main
 
 import (
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"google.golang.org/protobuf/types/known/structpb"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	fnv1 "github.com/crossplane/function-sdk-go/proto/v1"
+
+	meshv1alpha1 "github.com/kilomesh/kilomesh/apis/mesh/v1alpha1"
+	"github.com/kilomesh/kilomesh/fn/mesh"
 )
 
 func TestDeliveryProblems(t *testing.T) {
@@ -74,5 +79,38 @@ func TestDeliveryProblems(t *testing.T) {
 				t.Errorf("%s\ndeliveryProblems(...): -want, +got:\n%s", tc.reason, diff)
 			}
 		})
+	}
+}
+
+// TestWriteStatusUnreachableAndUndelivered checks that a member that can be
+// neither observed nor written into keeps the two apart: ClustersReachable
+// quotes only why it cannot be observed, PeersDelivered only why its Peers
+// cannot be written, and its status message says both.
+func TestWriteStatusUnreachableAndUndelivered(t *testing.T) {
+	since := metav1.NewTime(time.Date(2026, 11, 22, 1, 5, 0, 0, time.UTC))
+	plan := &mesh.Plan{Status: meshv1alpha1.ClusterMeshStatus{Clusters: []meshv1alpha1.ClusterStatus{
+		{Name: "cluster-a", Reachable: true, LastObserved: &since},
+		{Name: "cluster-b", LastObserved: &since, UnreachableSince: &since, Message: "cannot list nodes: connection refused"},
+	}}}
+	rsp := &fnv1.RunFunctionResponse{Desired: &fnv1.State{Composite: &fnv1.Resource{Resource: &structpb.Struct{Fields: map[string]*structpb.Value{}}}}}
+	if err := writeStatus(rsp, plan, map[string]string{"cluster-b": "1 of 1 Peers cannot be written: forbidden"}); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, c := range rsp.GetConditions() {
+		got[c.GetType()] = c.GetMessage()
+	}
+	want := map[string]string{
+		"NetworksOverlap":   "",
+		"ClustersReachable": "cannot observe cluster-b (since 2026-11-22T01:05:00Z): cannot list nodes: connection refused; Peers already written are kept",
+		"PeersDelivered":    "cluster-b: 1 of 1 Peers cannot be written: forbidden",
+		"Converged":         "",
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("condition messages: -want +got:\n%s", diff)
+	}
+	msg := rsp.GetDesired().GetComposite().GetResource().GetFields()["status"].GetStructValue().GetFields()["clusters"].GetListValue().GetValues()[1].GetStructValue().GetFields()["message"].GetStringValue()
+	if want := "cannot list nodes: connection refused; 1 of 1 Peers cannot be written: forbidden"; msg != want {
+		t.Errorf("status.clusters[1].message: want %q, got %q", want, msg)
 	}
 }

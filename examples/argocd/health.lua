@@ -86,6 +86,15 @@ local function unreachableSince(reachable)
   return since
 end
 
+-- lasting is Degraded for a problem that began before the cutoff, and
+-- Progressing while it may still pass by itself.
+local function lasting(since)
+  if since ~= nil and since < cutoff() then
+    return "Degraded"
+  end
+  return "Progressing"
+end
+
 local function summary()
   local s = obj.status
   local text = (s.clusterCount or 0) .. " clusters, " .. (s.peerCount or 0) .. " Peers"
@@ -121,11 +130,7 @@ if has(synced, "False") then
 end
 
 if has(reachable, "False") then
-  local since = unreachableSince(reachable)
-  hs.status = "Progressing"
-  if since ~= nil and since < cutoff() then
-    hs.status = "Degraded"
-  end
+  hs.status = lasting(unreachableSince(reachable))
   hs.message = messageOf(reachable, "A member cluster cannot be observed")
   return hs
 end
@@ -133,10 +138,7 @@ end
 -- Peers that cannot be written into a member (no Peer CRD, no permission, a
 -- Peer in the way) degrade the mesh once the problem has lasted.
 if has(delivered, "False") then
-  hs.status = "Progressing"
-  if delivered.lastTransitionTime ~= nil and delivered.lastTransitionTime < cutoff() then
-    hs.status = "Degraded"
-  end
+  hs.status = lasting(delivered.lastTransitionTime)
   hs.message = messageOf(delivered, "Peers cannot be written into a member cluster")
   return hs
 end

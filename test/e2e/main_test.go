@@ -6,7 +6,7 @@
 // installed from their packages by Crossplane's package manager. Every
 // assertion reads the member clusters' API servers.
 //
-//	go test -tags e2e -count=1 -v -timeout 60m ./test/e2e/...
+//	go test -tags e2e -count=1 -v -timeout 120m ./test/e2e/...
 //
 // TestMain brings the stack up in E2E_STACK_DIR (default .run/e2e) and down
 // at the end. Environment:
@@ -16,7 +16,9 @@
 //	E2E_KEEP=1     leave the stack up after the tests (for debugging)
 //	E2E_MODES      delivery modes to test (default "Objects PeerSet")
 //	E2E_OUTAGE     how long a member API server stays down (default 2m)
-//	E2E_REPS       changes of each kind measured per mode (default 4)
+//	E2E_REPS       changes of each kind measured per mode (default 3)
+//	E2E_GAP        pause between two measured changes (default 15s)
+//	E2E_CONVERGE   how long a mesh may take to converge (default 3m)
 //	E2E_KNOWN_BUGS=1  run the checks of known bugs instead of skipping them
 package e2e
 
@@ -27,6 +29,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -159,6 +162,16 @@ func envDuration(name string, def time.Duration) time.Duration {
 	if v := os.Getenv(name); v != "" {
 		if d, err := time.ParseDuration(v); err == nil {
 			return d
+		}
+	}
+	return def
+}
+
+// envInt reads a count setting.
+func envInt(name string, def int) int {
+	if v := os.Getenv(name); v != "" {
+		if n, err := strconv.Atoi(v); err == nil {
+			return n
 		}
 	}
 	return def

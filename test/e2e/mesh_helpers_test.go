@@ -206,7 +206,7 @@ func noChanges(t *testing.T, t0 time.Time, keep func(*kilov1alpha1.Peer) bool, w
 	t.Helper()
 	for _, m := range rec.memberNames() {
 		if es := rec.since(m, t0, keep); len(es) > 0 {
-			t.Errorf("%s: %s, yet Peers changed in %s:%s", what, m, m, describe(es))
+			t.Errorf("%s, yet Peers changed in %s:%s", what, m, describe(es))
 		}
 	}
 }

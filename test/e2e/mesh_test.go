@@ -387,10 +387,7 @@ func change(ctx context.Context, t *testing.T, mode, kind, src string, do func()
 // times each change's arrival in the other members.
 func testFollow(ctx context.Context, t *testing.T, mode string, ref meshRef) {
 	waitBreakerClosed(ctx, t, ref)
-	reps := 3
-	if v := os.Getenv("E2E_REPS"); v != "" {
-		_, _ = fmt.Sscan(v, &reps)
-	}
+	reps := envInt("E2E_REPS", 3)
 	// A change costs the XR about 15 watch events and the circuit breaker
 	// refills 1 per second: a gap keeps it closed.
 	gap := envDuration("E2E_GAP", 15*time.Second)

@@ -5,9 +5,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"sort"
-	"strings"
 
 	"github.com/google/go-cmp/cmp"
+	kerrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -118,8 +119,9 @@ func Want(ctx context.Context, clients map[string]client.WithWatch, namespace, n
 	return mesh.Do(in)
 }
 
+// isNoPeerKind tells whether a cluster does not serve Kilo's Peer.
 func isNoPeerKind(err error) bool {
-	return strings.Contains(err.Error(), "no matches for kind") || strings.Contains(err.Error(), "the server could not find the requested resource")
+	return meta.IsNoMatchError(err) || kerrors.IsNotFound(err)
 }
 
 // peerView is the part of a Peer kilomesh decides.

@@ -171,12 +171,7 @@ func notConverged(ctx context.Context, ref meshRef) string {
 	if err != nil {
 		return "cannot plan: " + err.Error()
 	}
-	for _, m := range rec.memberNames() {
-		if d := stack.Diff(plan.Peers[m], meshPeers(m, ref)); d != "" {
-			return fmt.Sprintf("%s holds other Peers of %s than planned (-want +got):\n%s", m, ref, d)
-		}
-	}
-	return ""
+	return stack.Mismatch(plan, rec.memberNames(), func(m string) ([]kilov1alpha1.Peer, error) { return meshPeers(m, ref), nil })
 }
 
 // waitConverged waits until every member holds exactly the Peers the planner

@@ -75,8 +75,12 @@ func Peers(ctx context.Context, c client.Client) ([]kilov1alpha1.Peer, error) {
 }
 
 // MeshPeers are the Peers of a member that belong to the mesh namespace/name.
+// A member that does not serve Kilo's Peer holds none.
 func MeshPeers(ctx context.Context, c client.Client, namespace, name string) ([]kilov1alpha1.Peer, error) {
 	all, err := Peers(ctx, c)
+	if isNoPeerKind(err) {
+		return nil, nil
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -150,4 +154,21 @@ func comparableOf(ps []kilov1alpha1.Peer) []peerView {
 // kilomesh's labels and specs. It is empty when they agree.
 func Diff(want, got []kilov1alpha1.Peer) string {
 	return cmp.Diff(comparableOf(want), comparableOf(got))
+}
+
+// Mismatch says how the members differ from the plan, or nothing: the first
+// of members whose Peers of the mesh (as held reads them) are not the
+// planned ones, with the difference. A member the plan does not name must
+// hold none of the mesh's Peers.
+func Mismatch(plan *mesh.Plan, members []string, held func(member string) ([]kilov1alpha1.Peer, error)) string {
+	for _, m := range members {
+		got, err := held(m)
+		if err != nil {
+			return m + ": " + err.Error()
+		}
+		if d := Diff(plan.Peers[m], got); d != "" {
+			return fmt.Sprintf("%s holds %d of the mesh's Peers, %d planned, or they differ\n(-want +got):\n%s", m, len(got), len(plan.Peers[m]), d)
+		}
+	}
+	return ""
 }

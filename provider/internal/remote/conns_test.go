@@ -157,3 +157,61 @@ func TestItems(t *testing.T) {
 		})
 	}
 }
+
+// TestRelistWithoutStreamingLists relists a synced feed against a server
+// that refuses streaming lists, as clusters before Kubernetes 1.32 do: the
+// refused probe is no failure of the cluster, so the feed neither reports
+// an error while it lists again nor wakes its users for it.
+func TestRelistWithoutStreamingLists(t *testing.T) {
+	var lists atomic.Int64
+	relisting, release := make(chan struct{}), make(chan struct{})
+	watchers := make(chan *watch.FakeWatcher, 10)
+	lw := lister{
+		list: func(_ context.Context, _ metav1.ListOptions) (runtime.Object, error) {
+			if lists.Add(1) == 2 {
+				close(relisting)
+				<-release
+			}
+			return &metav1.PartialObjectMetadataList{
+				ListMeta: metav1.ListMeta{ResourceVersion: "1"},
+				Items:    []metav1.PartialObjectMetadata{{ObjectMeta: metav1.ObjectMeta{Name: "a", ResourceVersion: "1"}}},
+			}, nil
+		},
+		watch: func(_ context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			if o.SendInitialEvents != nil && *o.SendInitialEvents {
+				return nil, kerrors.NewBadRequest("sendInitialEvents is not supported")
+			}
+			w := watch.NewFake()
+			watchers <- w
+			return w, nil
+		},
+	}
+	var wakes atomic.Int64
+	f := startFeed(t.Context(), "Nodes", lw, &metav1.PartialObjectMetadata{}, nil, func() { wakes.Add(1) }, func() {})
+	t.Cleanup(f.stop)
+	if _, err := f.items(t.Context(), 24*time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	var w *watch.FakeWatcher
+	select {
+	case w = <-watchers:
+	case <-time.After(time.Minute):
+		t.Fatal("the feed does not watch after its first list")
+	}
+	synced := wakes.Load()
+	// The server ends the watch as too old: the reflector lists again.
+	w.Error(&kerrors.NewResourceExpired("too old resource version").ErrStatus)
+	select {
+	case <-relisting:
+	case <-time.After(time.Minute):
+		t.Fatal("the feed does not list again after its watch expired")
+	}
+	items, err := f.items(t.Context(), time.Second)
+	close(release)
+	if err != nil || len(items) != 1 {
+		t.Errorf("items(...) while the feed lists again: want 1 item and no error, got %d items and %v", len(items), err)
+	}
+	if got := wakes.Load(); got != synced {
+		t.Errorf("users woken %d times while the feed listed again, want 0", got-synced)
+	}
+}

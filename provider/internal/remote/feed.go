@@ -80,6 +80,11 @@ func startFeed(ctx context.Context, what string, lw lister, obj runtime.Object, 
 			},
 			WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
 				w, err := lw.watch(ctx, o)
+				if err != nil && o.SendInitialEvents != nil && *o.SendInitialEvents {
+					// A streaming list the server refuses is not a failure:
+					// the reflector lists instead, and that outcome counts.
+					return w, err
+				}
 				f.record(err, changed, gone)
 				return w, err
 			},
@@ -158,6 +163,12 @@ func (f *feed) stop() { f.cancel() }
 // (credentials it does not accept fail at once, not after the wait), and
 // goes on through errors a retry may fix.
 func (f *feed) items(ctx context.Context, wait time.Duration) ([]any, error) {
+	f.mu.Lock()
+	err := f.err
+	f.mu.Unlock()
+	if err == nil && f.ctl.HasSynced() {
+		return f.store.List(), nil
+	}
 	ctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
 	for {

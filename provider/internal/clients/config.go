@@ -132,31 +132,6 @@ func (s Source) Resource() schema.GroupVersionResource {
 	}
 }
 
-// unavailableError is a config or Secret that could not be read for a
-// reason that may pass by itself: the control plane did not answer, or
-// refused. A config or Secret that does not exist is not unavailable.
-type unavailableError struct{ error }
-
-func (e unavailableError) Unwrap() error { return e.error }
-
-// IsUnavailable reports whether the credentials could not be read for now,
-// rather than being missing or wrong: the credentials last resolved may
-// still be right.
-func IsUnavailable(err error) bool {
-	var u unavailableError
-	return errors.As(err, &u)
-}
-
-// readError wraps the error of reading a config or Secret, marking it
-// unavailable unless the object does not exist.
-func readError(err error, format string, args ...any) error {
-	wrapped := errors.Wrapf(err, format, args...)
-	if kerrors.IsNotFound(err) {
-		return wrapped
-	}
-	return unavailableError{wrapped}
-}
-
 // Explain adds to an error of a member cluster which credentials the
 // cluster refused, when it refused them: a token it does not accept, or a
 // serving certificate the kubeconfig's CA does not verify. Other errors are
@@ -253,7 +228,7 @@ func (r *Resolver) Resolve(ctx context.Context, mg resource.ModernManaged) (*Cre
 	pc := &unstructured.Unstructured{}
 	pc.SetGroupVersionKind(schema.GroupVersionKind{Group: Group, Version: Version, Kind: ref.Kind})
 	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: ref.Namespace, Name: ref.Name}, pc); err != nil {
-		return nil, sources, readError(err, errFmtGetConfig, ref)
+		return nil, sources, errors.Wrapf(err, errFmtGetConfig, ref)
 	}
 	spec, err := specOf(pc)
 	if err != nil {
@@ -306,7 +281,7 @@ func (r *Resolver) fromSecret(ctx context.Context, ref ConfigRef, sk xpv2.Secret
 	ns, name, key := sk.Namespace, sk.Name, sk.Key
 	s := &corev1.Secret{}
 	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, s); err != nil {
-		return nil, readError(err, errFmtGetSecret, ns, name, ref)
+		return nil, errors.Wrapf(err, errFmtGetSecret, ns, name, ref)
 	}
 	data, ok := s.Data[key]
 	if !ok || len(data) == 0 {

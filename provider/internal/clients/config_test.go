@@ -198,10 +198,9 @@ current-context: x
 	refused := errors.New("the control plane is busy")
 
 	type want struct {
-		sources     []Source
-		origin      string
-		err         bool
-		unavailable bool
+		sources []Source
+		origin  string
+		err     bool
 	}
 	cases := map[string]struct {
 		reason  string
@@ -229,7 +228,7 @@ current-context: x
 			},
 		},
 		"MissingSecret": {
-			reason:  "A Secret that does not exist yet is a source, so that its creation is noticed; it is not unavailable but missing.",
+			reason:  "A Secret that does not exist yet is a source, so that its creation is noticed.",
 			kind:    KindProviderConfig,
 			objects: []client.Object{config(KindProviderConfig, "team", "pc", fromSecret("team", "kc"))},
 			want:    want{sources: []Source{pc, {Kind: KindSecret, Namespace: "team", Name: "kc"}}, err: true},
@@ -252,12 +251,12 @@ current-context: x
 			want:    want{sources: []Source{pc}, origin: `the identity of provider-kilomesh named by ProviderConfig "team/pc"`},
 		},
 		"ControlPlaneRefuses": {
-			reason: "A control plane that fails to answer makes the credentials unavailable, not wrong.",
+			reason: "A control plane that fails to answer fails the resolution, and the config is still a source.",
 			kind:   KindProviderConfig,
 			get: func(_ context.Context, _ client.WithWatch, _ client.ObjectKey, _ client.Object, _ ...client.GetOption) error {
 				return kerrors.NewServiceUnavailable(refused.Error())
 			},
-			want: want{sources: []Source{pc}, err: true, unavailable: true},
+			want: want{sources: []Source{pc}, err: true},
 		},
 	}
 	for name, tc := range cases {
@@ -273,9 +272,6 @@ current-context: x
 			}
 			if got := err != nil; got != tc.want.err {
 				t.Errorf("\n%s\nResolve(...): want error %t, got %v", tc.reason, tc.want.err, err)
-			}
-			if got := IsUnavailable(err); got != tc.want.unavailable {
-				t.Errorf("\n%s\nIsUnavailable(...): want %t, got %t (%v)", tc.reason, tc.want.unavailable, got, err)
 			}
 			if err == nil && creds.Origin != tc.want.origin {
 				t.Errorf("\n%s\nResolve(...).Origin: want %q, got %q", tc.reason, tc.want.origin, creds.Origin)

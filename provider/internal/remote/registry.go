@@ -147,8 +147,6 @@ type Watch struct {
 	// Started counts the watches of Nodes and of Peers started for the
 	// cluster. A watch that reconnects is not started again.
 	Started int64
-	// Conns counts the open connections to the cluster.
-	Conns int
 }
 
 // Watch describes the watch of the cluster of the key, if it is watched.
@@ -159,7 +157,7 @@ func (r *Registry) Watch(key string) (Watch, bool) {
 	if !ok {
 		return Watch{}, false
 	}
-	return Watch{ID: c.id, Started: c.started.Load(), Conns: c.conns.count()}, true
+	return Watch{ID: c.id, Started: c.started.Load()}, true
 }
 
 func (r *Registry) releaseLocked(u User) {
@@ -177,13 +175,6 @@ func (r *Registry) releaseLocked(u User) {
 		c.stop()
 		delete(r.clusters, key)
 	}
-}
-
-// Clusters returns how many clusters are watched.
-func (r *Registry) Clusters() int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return len(r.clusters)
 }
 
 // ClusterOf returns the key of the cluster u uses, if any.

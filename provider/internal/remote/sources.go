@@ -18,12 +18,12 @@ package remote
 
 import (
 	"context"
+	"slices"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/metadata/metadatainformer"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 
@@ -58,43 +58,26 @@ func NewMetadataWatcher(cfg *rest.Config) (*MetadataWatcher, error) {
 	return &MetadataWatcher{client: mc}, nil
 }
 
-// WatchSource starts a watch of the one object s names. The objects that
-// exist when the watch starts are not reported: only what changes later.
+// WatchSource starts a watch of the one object s names. Its first list
+// counts as a change too: the object may have changed between the read of
+// the credentials and the start of the watch.
 func (w *MetadataWatcher) WatchSource(ctx context.Context, s clients.Source, changed func()) {
-	var ri metadata.ResourceInterface = w.client.Resource(s.Resource())
-	if s.Namespace != "" {
-		ri = w.client.Resource(s.Resource()).Namespace(s.Namespace)
-	}
 	byName := fields.OneTermEqualSelector("metadata.name", s.Name).String()
-	_, ctl := cache.NewInformerWithOptions(cache.InformerOptions{
-		ListerWatcher: &cache.ListWatch{
-			ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-				o.FieldSelector = byName
-				return ri.List(ctx, o)
-			},
-			WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-				o.FieldSelector = byName
-				return ri.Watch(ctx, o)
-			},
+	inf := metadatainformer.NewFilteredMetadataInformer(w.client, s.Resource(), s.Namespace, 0, nil,
+		func(o *metav1.ListOptions) { o.FieldSelector = byName }).Informer()
+	// The handler is added before the informer runs, so it cannot fail.
+	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: func(any) { changed() },
+		UpdateFunc: func(before, after any) {
+			b, okb := before.(*metav1.PartialObjectMetadata)
+			a, oka := after.(*metav1.PartialObjectMetadata)
+			if !okb || !oka || b.ResourceVersion != a.ResourceVersion {
+				changed()
+			}
 		},
-		ObjectType: &metav1.PartialObjectMetadata{},
-		Handler: cache.ResourceEventHandlerDetailedFuncs{
-			AddFunc: func(_ any, initial bool) {
-				if !initial {
-					changed()
-				}
-			},
-			UpdateFunc: func(before, after any) {
-				b, okb := before.(*metav1.PartialObjectMetadata)
-				a, oka := after.(*metav1.PartialObjectMetadata)
-				if !okb || !oka || b.ResourceVersion != a.ResourceVersion {
-					changed()
-				}
-			},
-			DeleteFunc: func(any) { changed() },
-		},
+		DeleteFunc: func(any) { changed() },
 	})
-	go ctl.RunWithContext(ctx)
+	go inf.RunWithContext(ctx)
 }
 
 // sourceWatch is the running watch of one source.
@@ -114,7 +97,12 @@ func (r *Registry) Depend(u User, sources []clients.Source) {
 		r.forgetLocked(u)
 		return
 	}
-	r.deps[u] = append([]clients.Source(nil), sources...)
+	// Every reconcile depends again: most find nothing changed.
+	before, had := r.deps[u]
+	if slices.Equal(before, sources) {
+		return
+	}
+	r.deps[u] = slices.Clone(sources)
 	if r.watcher == nil {
 		return
 	}
@@ -126,7 +114,9 @@ func (r *Registry) Depend(u User, sources []clients.Source) {
 		r.watches[s] = sourceWatch{cancel: cancel}
 		r.watcher.WatchSource(ctx, s, func() { r.sourceChanged(s) })
 	}
-	r.stopUnusedSourcesLocked()
+	if had {
+		r.stopUnusedSourcesLocked()
+	}
 }
 
 // Watches reports whether s is watched for changes of credentials.

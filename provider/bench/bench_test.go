@@ -39,6 +39,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -140,12 +141,12 @@ func TestScale(t *testing.T) {
 	// Two minutes of Kilo heartbeats on every Node (every 30 s) and of
 	// kubelet heartbeats (every 60 s); count the inventory's writes.
 	rv := inventory(ctx, t, mgmt, ns).ResourceVersion
-	w := watchInventory(ctx, t, mgmt, ns, rv)
+	writesSoFar := countWrites(watchInventory(ctx, t, mgmt, ns, rv))
 	stop := make(chan struct{})
 	var hb sync.WaitGroup
 	updates := heartbeats(ctx, t, member, heartbeatNodes, stop, &hb)
 	time.Sleep(heartbeatFor)
-	writes := drain(w)
+	writes := writesSoFar()
 	res.StatusWritesPerMinute = float64(writes) / heartbeatFor.Minutes()
 	t.Logf("status writes during %s of heartbeats on %d Nodes: %d", heartbeatFor, heartbeatNodes, writes)
 
@@ -164,7 +165,7 @@ func TestScale(t *testing.T) {
 	}
 	close(stop)
 	hb.Wait()
-	res.HeartbeatUpdates = updates.Load()
+	res.HeartbeatUpdates = int(updates.Load())
 	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
 	res.LatencyP50Ms = ms(lat[len(lat)/2])
 	res.LatencyP90Ms = ms(lat[len(lat)*9/10])
@@ -393,28 +394,11 @@ func createNodes(ctx context.Context, t *testing.T, c client.Client, from, to in
 	t.Logf("created Nodes %d-%d in %s", from, to-1, time.Since(start).Round(time.Millisecond))
 }
 
-type counter struct {
-	mu sync.Mutex
-	n  int
-}
-
-func (c *counter) add(i int) {
-	c.mu.Lock()
-	c.n += i
-	c.mu.Unlock()
-}
-
-func (c *counter) Load() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.n
-}
-
 // heartbeats patches Kilo's last-seen on every Node every 30 s and the
 // Ready condition's heartbeat time every 60 s, spread evenly, until stop.
-func heartbeats(ctx context.Context, t *testing.T, c client.Client, nodes int, stop chan struct{}, wg *sync.WaitGroup) *counter {
+func heartbeats(ctx context.Context, t *testing.T, c client.Client, nodes int, stop chan struct{}, wg *sync.WaitGroup) *atomic.Int64 {
 	t.Helper()
-	done := &counter{}
+	done := &atomic.Int64{}
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
@@ -434,7 +418,7 @@ func heartbeats(ctx context.Context, t *testing.T, c client.Client, nodes int, s
 					t.Errorf("heartbeat: %v", err)
 					return
 				}
-				done.add(1)
+				done.Add(1)
 				if round%2 == 0 {
 					n := &corev1.Node{}
 					if err := c.Get(ctx, types.NamespacedName{Name: name}, n); err != nil {
@@ -445,7 +429,7 @@ func heartbeats(ctx context.Context, t *testing.T, c client.Client, nodes int, s
 						n.Status.Conditions[j].LastHeartbeatTime = metav1.NewTime(now)
 					}
 					if err := c.Status().Update(ctx, n); err == nil {
-						done.add(1)
+						done.Add(1)
 					}
 				}
 			}
@@ -481,16 +465,24 @@ func watchInventory(ctx context.Context, t *testing.T, c client.WithWatch, ns, r
 	return w
 }
 
-// drain stops the watch and counts the writes it saw.
-func drain(w watch.Interface) int {
-	w.Stop()
-	n := 0
-	for ev := range w.ResultChan() {
-		if ev.Type == watch.Modified {
-			n++
+// countWrites counts the writes a watch sees from now on. The function it
+// returns stops the watch and says how many there were.
+func countWrites(w watch.Interface) func() int {
+	var n atomic.Int64
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ev := range w.ResultChan() {
+			if ev.Type == watch.Modified {
+				n.Add(1)
+			}
 		}
+	}()
+	return func() int {
+		w.Stop()
+		<-done
+		return int(n.Load())
 	}
-	return n
 }
 
 func waitEndpoint(t *testing.T, w watch.Interface, node, value string) time.Time {
@@ -498,7 +490,10 @@ func waitEndpoint(t *testing.T, w watch.Interface, node, value string) time.Time
 	deadline := time.After(2 * time.Minute)
 	for {
 		select {
-		case ev := <-w.ResultChan():
+		case ev, open := <-w.ResultChan():
+			if !open {
+				t.Fatalf("the watch of the inventory ended before the change of %s reached it", node)
+			}
 			ni, ok := ev.Object.(*v1alpha1.NodeInventory)
 			if !ok {
 				continue

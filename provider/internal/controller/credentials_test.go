@@ -214,11 +214,7 @@ func TestCredentials(t *testing.T) {
 			if err := cp.kube.Create(ctx, ni); err != nil {
 				t.Fatal(err)
 			}
-			eventually(t, tc.reason, synced(func() (interface {
-				GetCondition(xpv2.ConditionType) xpv2.Condition
-			}, error) {
-				return getInventory(ctx, ns, n)
-			}, tc.want.synced, tc.want.message))
+			eventually(t, tc.reason, synced(inventoryOf(ctx, ns, n), tc.want.synced, tc.want.message))
 		})
 	}
 
@@ -274,19 +270,9 @@ func TestConfigInUseIsProtected(t *testing.T) {
 	if err := cp.kube.Create(ctx, ps); err != nil {
 		t.Fatal(err)
 	}
-	for _, get := range []func() (interface {
-		GetCondition(xpv2.ConditionType) xpv2.Condition
-	}, error){
-		func() (interface {
-			GetCondition(xpv2.ConditionType) xpv2.Condition
-		}, error) {
-			return getInventory(ctx, ns, "inventory")
-		},
-		func() (interface {
-			GetCondition(xpv2.ConditionType) xpv2.Condition
-		}, error) {
-			return getPeerSet(ctx, ns, "peers")
-		},
+	for _, get := range []func() (conditioned, error){
+		inventoryOf(ctx, ns, "inventory"),
+		peerSetOf(ctx, ns, "peers"),
 	} {
 		eventually(t, "the resources use their configs", synced(get, corev1.ConditionTrue, ""))
 	}

@@ -231,14 +231,6 @@ func ref(kind, name string) *xpv2.ProviderConfigReference {
 	return &xpv2.ProviderConfigReference{Kind: kind, Name: name}
 }
 
-// condition returns a managed resource's condition of type ct.
-func condition(mg interface {
-	GetCondition(xpv2.ConditionType) xpv2.Condition
-}, ct xpv2.ConditionType,
-) xpv2.Condition {
-	return mg.GetCondition(ct)
-}
-
 func getInventory(ctx context.Context, ns, name string) (*v1alpha1.NodeInventory, error) {
 	ni := &v1alpha1.NodeInventory{}
 	return ni, cp.kube.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, ni)
@@ -263,18 +255,30 @@ func gone(ctx context.Context, obj client.Object) func() error {
 	}
 }
 
+// conditioned is a managed resource, as far as its conditions go.
+type conditioned interface {
+	GetCondition(xpv2.ConditionType) xpv2.Condition
+}
+
+// inventoryOf reads an inventory for synced.
+func inventoryOf(ctx context.Context, ns, name string) func() (conditioned, error) {
+	return func() (conditioned, error) { return getInventory(ctx, ns, name) }
+}
+
+// peerSetOf reads a PeerSet for synced.
+func peerSetOf(ctx context.Context, ns, name string) func() (conditioned, error) {
+	return func() (conditioned, error) { return getPeerSet(ctx, ns, name) }
+}
+
 // synced returns nil when the condition Synced has the wanted status and
 // its message contains msg.
-func synced(get func() (interface {
-	GetCondition(xpv2.ConditionType) xpv2.Condition
-}, error), status corev1.ConditionStatus, msg string,
-) func() error {
+func synced(get func() (conditioned, error), status corev1.ConditionStatus, msg string) func() error {
 	return func() error {
 		mg, err := get()
 		if err != nil {
 			return err
 		}
-		c := condition(mg, xpv2.TypeSynced)
+		c := mg.GetCondition(xpv2.TypeSynced)
 		if c.Status != status || !strings.Contains(c.Message, msg) {
 			return fmt.Errorf("Synced is %s %q, want %s containing %q", c.Status, c.Message, status, msg)
 		}

@@ -391,11 +391,7 @@ func TestNodeInventory(t *testing.T) {
 			t.Fatal(err)
 		}
 		m.Proxy.Cut()
-		eventually(t, "Synced=False while the cluster cannot be reached", synced(func() (interface {
-			GetCondition(xpv2.ConditionType) xpv2.Condition
-		}, error) {
-			return getInventory(ctx, ns, "all")
-		}, corev1.ConditionFalse, "cannot observe the Nodes of the cluster"))
+		eventually(t, "Synced=False while the cluster cannot be reached", synced(inventoryOf(ctx, ns, "all"), corev1.ConditionFalse, "cannot observe the Nodes of the cluster"))
 		during, err := getInventory(ctx, ns, "all")
 		if err != nil {
 			t.Fatal(err)

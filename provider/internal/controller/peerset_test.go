@@ -231,11 +231,7 @@ func TestPeerSetWithoutPeerCRD(t *testing.T) {
 	if err := cp.kube.Create(ctx, ps); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "a missing Peer CRD is named in Synced", synced(func() (interface {
-		GetCondition(xpv2.ConditionType) xpv2.Condition
-	}, error) {
-		return getPeerSet(ctx, ns, "to-member")
-	}, corev1.ConditionFalse, "kilo.squat.ai Peer CRD not installed in this cluster"))
+	eventually(t, "a missing Peer CRD is named in Synced", synced(peerSetOf(ctx, ns, "to-member"), corev1.ConditionFalse, "kilo.squat.ai Peer CRD not installed in this cluster"))
 
 	// Nothing to delete in such a cluster: deletion finishes.
 	if err := cp.kube.Delete(ctx, ps); err != nil {

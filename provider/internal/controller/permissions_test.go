@@ -27,6 +27,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -168,7 +169,7 @@ func TestControlPlanePermissions(t *testing.T) {
 	}
 	ready := func(obj interface {
 		client.Object
-		GetCondition(xpv2.ConditionType) xpv2.Condition
+		conditioned
 	},
 	) func() error {
 		return func() error {
@@ -193,6 +194,33 @@ func TestControlPlanePermissions(t *testing.T) {
 		}
 		if l != 2 {
 			return fmt.Errorf("%d usages, want 2", l)
+		}
+		return nil
+	})
+
+	// The restricted provider may watch the config and the Secret it uses:
+	// with an hour between polls, only that watch can make the inventory
+	// move to a rotated kubeconfig.
+	u := remote.User{Kind: v1alpha1.NodeInventoryKind, NamespacedName: types.NamespacedName{Namespace: ns, Name: ni.Name}}
+	old, ok := reg.ClusterOf(u)
+	if !ok {
+		t.Fatal("the inventory uses no cluster")
+	}
+	memberToken, err := testenv.ServiceAccountToken(ctx, m.AdminConfig, "kube-system", "kilomesh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rotated, err := testenv.Kubeconfig("https://"+m.Proxy.Addr(), m.AdminConfig.CAData, memberToken)
+	if err != nil {
+		t.Fatal(err)
+	}
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "member"}, Data: map[string][]byte{"kubeconfig": rotated}}
+	if err := admin.Update(ctx, secret); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the restricted provider follows the rotated Secret", func() error {
+		if k, _ := reg.ClusterOf(u); k == old {
+			return fmt.Errorf("the inventory still uses the old kubeconfig")
 		}
 		return nil
 	})

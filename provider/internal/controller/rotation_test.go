@@ -191,27 +191,16 @@ func TestCredentialRotation(t *testing.T) {
 		unchangedB(t)
 	})
 
-	t.Run("RefusedToken", func(t *testing.T) {
-		const revoked = "revoked-token-must-not-be-printed"
-		before := peers(ctx, t, m.Admin)
-		kc, err := testenv.Kubeconfig(m.AdminConfig.Host, m.AdminConfig.CAData, revoked)
-		if err != nil {
-			t.Fatal(err)
-		}
+	// refused writes a kubeconfig the member refuses into Secret a: both
+	// users of it say why, naming the Secret and not the credentials, the
+	// inventory keeps its last known nodes, and the untouched member's
+	// watch runs on.
+	refused := func(t *testing.T, kc []byte, credential, why string) {
+		t.Helper()
 		setSecret("a", kc)
-		get := func() (interface {
-			GetCondition(xpv2.ConditionType) xpv2.Condition
-		}, error,
-		) {
-			return getInventory(ctx, ns, "a")
-		}
-		eventually(t, "inventory a reports the refusal", synced(get, corev1.ConditionFalse, fmt.Sprintf("the cluster does not accept the credentials of Secret %s/a", ns)))
-		eventually(t, "PeerSet to-a reports the refusal", synced(func() (interface {
-			GetCondition(xpv2.ConditionType) xpv2.Condition
-		}, error,
-		) {
-			return getPeerSet(ctx, ns, "to-a")
-		}, corev1.ConditionFalse, "does not accept the credentials"))
+		msg := fmt.Sprintf("%s of Secret %s/a", why, ns)
+		eventually(t, "inventory a says why", synced(inventoryOf(ctx, ns, "a"), corev1.ConditionFalse, msg))
+		eventually(t, "PeerSet to-a says why", synced(peerSetOf(ctx, ns, "to-a"), corev1.ConditionFalse, msg))
 		ni, err := getInventory(ctx, ns, "a")
 		if err != nil {
 			t.Fatal(err)
@@ -219,19 +208,24 @@ func TestCredentialRotation(t *testing.T) {
 		if d := cmp.Diff([]v1alpha1.ObservedNode{nodeA1, nodeA2}, ni.Status.AtProvider.Nodes); d != "" {
 			t.Errorf("the last known nodes are not kept: -want +got:\n%s", d)
 		}
-		if c := ni.GetCondition(xpv2.TypeSynced); strings.Contains(c.Message, revoked) {
-			t.Errorf("Synced quotes the token: %q", c.Message)
-		}
-		if d := cmp.Diff(before, peers(ctx, t, m.Admin)); d != "" {
-			t.Errorf("Peers changed while the credentials were refused: -before +after:\n%s", d)
+		if c := ni.GetCondition(xpv2.TypeSynced); strings.Contains(c.Message, credential) {
+			t.Errorf("Synced quotes the credentials: %q", c.Message)
 		}
 		unchangedB(t)
+	}
+
+	t.Run("RefusedToken", func(t *testing.T) {
+		const revoked = "revoked-token-must-not-be-printed"
+		kc, err := testenv.Kubeconfig(m.AdminConfig.Host, m.AdminConfig.CAData, revoked)
+		if err != nil {
+			t.Fatal(err)
+		}
+		refused(t, kc, revoked, "the cluster does not accept the credentials")
 	})
 
 	t.Run("WrongCA", func(t *testing.T) {
 		// A valid token, but the CA of another cluster: the member's
 		// serving certificate cannot be verified.
-		before := peers(ctx, t, m.Admin)
 		token, err := testenv.ServiceAccountToken(ctx, m.AdminConfig, "kube-system", "kilomesh")
 		if err != nil {
 			t.Fatal(err)
@@ -240,27 +234,7 @@ func TestCredentialRotation(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		setSecret("a", kc)
-		eventually(t, "inventory a reports the unverified certificate", synced(func() (interface {
-			GetCondition(xpv2.ConditionType) xpv2.Condition
-		}, error,
-		) {
-			return getInventory(ctx, ns, "a")
-		}, corev1.ConditionFalse, fmt.Sprintf("cannot verify the cluster's serving certificate with the certificate-authority-data and server of Secret %s/a", ns)))
-		ni, err := getInventory(ctx, ns, "a")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if d := cmp.Diff([]v1alpha1.ObservedNode{nodeA1, nodeA2}, ni.Status.AtProvider.Nodes); d != "" {
-			t.Errorf("the last known nodes are not kept: -want +got:\n%s", d)
-		}
-		if c := ni.GetCondition(xpv2.TypeSynced); strings.Contains(c.Message, token) {
-			t.Errorf("Synced quotes the token: %q", c.Message)
-		}
-		if d := cmp.Diff(before, peers(ctx, t, m.Admin)); d != "" {
-			t.Errorf("Peers changed while the CA was wrong: -before +after:\n%s", d)
-		}
-		unchangedB(t)
+		refused(t, kc, token, "cannot verify the cluster's serving certificate with the certificate-authority-data and server")
 	})
 
 	t.Run("ConfigPointedAtAnotherSecret", func(t *testing.T) {
@@ -290,12 +264,7 @@ func TestCredentialRotation(t *testing.T) {
 		}
 		moved("the config's new Secret is used", old)
 		published(ctx, t, ns, "a", []v1alpha1.ObservedNode{nodeA1, nodeA2})
-		eventually(t, "the PeerSet recovers", synced(func() (interface {
-			GetCondition(xpv2.ConditionType) xpv2.Condition
-		}, error,
-		) {
-			return getPeerSet(ctx, ns, "to-a")
-		}, corev1.ConditionTrue, ""))
+		eventually(t, "the PeerSet recovers", synced(peerSetOf(ctx, ns, "to-a"), corev1.ConditionTrue, ""))
 		eventually(t, "the Secret no longer named is not watched", func() error {
 			if cp.reg.Watches(clients.Source{Kind: clients.KindSecret, Namespace: ns, Name: "a"}) {
 				return errors.New("Secret a is still watched")

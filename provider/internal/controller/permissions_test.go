@@ -18,6 +18,7 @@ package controller_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"testing"
@@ -220,7 +221,7 @@ func TestControlPlanePermissions(t *testing.T) {
 	}
 	eventually(t, "the restricted provider follows the rotated Secret", func() error {
 		if k, _ := reg.ClusterOf(u); k == old {
-			return fmt.Errorf("the inventory still uses the old kubeconfig")
+			return errors.New("the inventory still uses the old kubeconfig")
 		}
 		return nil
 	})

@@ -37,7 +37,6 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
-	"github.com/google/go-containerregistry/pkg/v1/types"
 
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
 )
@@ -76,13 +75,17 @@ func (c *CLI) Run() error {
 	if err != nil {
 		return errors.Wrap(err, errRead)
 	}
+	lt, err := layerTar(c.Entrypoint, bin, c.UID)
+	if err != nil {
+		return errors.Wrap(err, errLayer)
+	}
 	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) {
-		return io.NopCloser(bytes.NewReader(layerTar(c.Entrypoint, bin, c.UID))), nil
+		return io.NopCloser(bytes.NewReader(lt)), nil
 	})
 	if err != nil {
 		return errors.Wrap(err, errLayer)
 	}
-	img, err := mutate.AppendLayers(mutate.MediaType(empty.Image, types.OCIManifestSchema1), layer)
+	img, err := mutate.AppendLayers(empty.Image, layer)
 	if err != nil {
 		return errors.Wrap(err, errImage)
 	}
@@ -118,7 +121,7 @@ func (c *CLI) Run() error {
 
 // layerTar returns a tar stream with the folders leading to the entrypoint,
 // the binary itself (mode 0755, owned by uid), and /tmp.
-func layerTar(entrypoint string, bin []byte, uid int) []byte {
+func layerTar(entrypoint string, bin []byte, uid int) ([]byte, error) {
 	buf := &bytes.Buffer{}
 	tw := tar.NewWriter(buf)
 	dir := path.Dir(strings.TrimPrefix(entrypoint, "/"))
@@ -128,10 +131,14 @@ func layerTar(entrypoint string, bin []byte, uid int) []byte {
 			continue
 		}
 		parts = append(parts, p)
-		_ = tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: strings.Join(parts, "/") + "/", Mode: 0o755, ModTime: epoch})
+		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: strings.Join(parts, "/") + "/", Mode: 0o755, ModTime: epoch}); err != nil {
+			return nil, err
+		}
 	}
-	_ = tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: "tmp/", Mode: 0o1777, ModTime: epoch})
-	_ = tw.WriteHeader(&tar.Header{
+	if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: "tmp/", Mode: 0o1777, ModTime: epoch}); err != nil {
+		return nil, err
+	}
+	if err := tw.WriteHeader(&tar.Header{
 		Typeflag: tar.TypeReg,
 		Name:     strings.TrimPrefix(entrypoint, "/"),
 		Mode:     0o755,
@@ -139,10 +146,16 @@ func layerTar(entrypoint string, bin []byte, uid int) []byte {
 		Uid:      uid,
 		Gid:      uid,
 		ModTime:  epoch,
-	})
-	_, _ = tw.Write(bin)
-	_ = tw.Close()
-	return buf.Bytes()
+	}); err != nil {
+		return nil, err
+	}
+	if _, err := tw.Write(bin); err != nil {
+		return nil, err
+	}
+	if err := tw.Close(); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
 }
 
 func main() {

@@ -86,7 +86,11 @@ func TestLayerTar(t *testing.T) {
 	}
 	for n, tc := range cases {
 		t.Run(n, func(t *testing.T) {
-			got := entries(t, layerTar(tc.entrypoint, []byte("binary"), 65532))
+			lt, err := layerTar(tc.entrypoint, []byte("binary"), 65532)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := entries(t, lt)
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("\n%s\nlayerTar(...): -want, +got:\n%s", tc.reason, diff)
 			}

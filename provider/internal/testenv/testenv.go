@@ -223,29 +223,41 @@ func ServiceAccountToken(ctx context.Context, cfg *rest.Config, ns, name string)
 
 // ApplyFile creates every object of a multi-document YAML file.
 func ApplyFile(ctx context.Context, c client.Client, path string) error {
-	f, err := os.Open(path) //nolint:gosec // A file of the repository.
+	objs, err := ReadObjects(path)
 	if err != nil {
 		return err
 	}
+	for _, u := range objs {
+		if err := c.Create(ctx, u); err != nil {
+			return errors.Wrapf(err, "cannot create %s %s", u.GetKind(), u.GetName())
+		}
+	}
+	return nil
+}
+
+// ReadObjects reads every object of a multi-document YAML file.
+func ReadObjects(path string) ([]*unstructured.Unstructured, error) {
+	f, err := os.Open(path) //nolint:gosec // A file of the repository.
+	if err != nil {
+		return nil, err
+	}
 	defer f.Close()
 	r := utilyaml.NewYAMLReader(bufio.NewReader(f))
+	var out []*unstructured.Unstructured
 	for {
 		doc, err := r.Read()
 		if errors.Is(err, io.EOF) {
-			return nil
+			return out, nil
 		}
 		if err != nil {
-			return err
+			return nil, err
 		}
 		u := &unstructured.Unstructured{}
 		if err := utilyaml.Unmarshal(doc, &u.Object); err != nil {
-			return err
+			return nil, err
 		}
-		if len(u.Object) == 0 {
-			continue
-		}
-		if err := c.Create(ctx, u); err != nil {
-			return errors.Wrapf(err, "cannot create %s %s", u.GetKind(), u.GetName())
+		if len(u.Object) > 0 {
+			out = append(out, u)
 		}
 	}
 }

@@ -46,7 +46,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
@@ -118,15 +117,9 @@ func TestScale(t *testing.T) {
 
 	ns := "bench"
 	mustCreate(ctx, t, mgmt, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
-	mustCreate(ctx, t, mgmt, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "member"}, Data: map[string][]byte{"kubeconfig": m.Kubeconfig}})
-	pc := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"credentials": map[string]any{
-		"source": "Secret", "secretRef": map[string]any{"namespace": ns, "name": "member", "key": "kubeconfig"},
-	}}}}
-	pc.SetAPIVersion(clients.Group + "/" + clients.Version)
-	pc.SetKind(clients.KindProviderConfig)
-	pc.SetNamespace(ns)
-	pc.SetName("member")
-	mustCreate(ctx, t, mgmt, pc)
+	if err := testenv.ProviderConfig(ctx, mgmt, ns, "member", m.Kubeconfig); err != nil {
+		t.Fatal(err)
+	}
 
 	p := startProvider(t, env.KubeConfig)
 	res := Results{HeartbeatNodes: heartbeatNodes, Nodes: totalNodes, Peers: totalPeers}

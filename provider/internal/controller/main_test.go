@@ -203,17 +203,7 @@ func namespace(ctx context.Context, t *testing.T) string {
 // namespaced provider-kubernetes ProviderConfig that uses it.
 func providerConfig(ctx context.Context, t *testing.T, ns, name string, kubeconfig []byte) {
 	t.Helper()
-	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Data: map[string][]byte{"kubeconfig": kubeconfig}}
-	if err := cp.kube.Create(ctx, s); err != nil {
-		t.Fatal(err)
-	}
-	pc := pkConfig(clients.KindProviderConfig, ns, name, map[string]any{
-		"credentials": map[string]any{
-			"source":    "Secret",
-			"secretRef": map[string]any{"namespace": ns, "name": name, "key": "kubeconfig"},
-		},
-	})
-	if err := cp.kube.Create(ctx, pc); err != nil {
+	if err := testenv.ProviderConfig(ctx, cp.kube, ns, name, kubeconfig); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -147,16 +147,11 @@ func TestControlPlanePermissions(t *testing.T) {
 
 	m := testenv.StartMember(t, testenv.MemberOptions{})
 	ns := "team"
-	for _, obj := range []client.Object{
-		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}},
-		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "member"}, Data: map[string][]byte{"kubeconfig": m.Kubeconfig}},
-		pkConfig(clients.KindProviderConfig, ns, "member", map[string]any{"credentials": map[string]any{
-			"source": "Secret", "secretRef": map[string]any{"namespace": ns, "name": "member", "key": "kubeconfig"},
-		}}),
-	} {
-		if err := admin.Create(ctx, obj); err != nil {
-			t.Fatal(err)
-		}
+	if err := admin.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := testenv.ProviderConfig(ctx, admin, ns, "member", m.Kubeconfig); err != nil {
+		t.Fatal(err)
 	}
 	ni := &v1alpha1.NodeInventory{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "inventory"}}
 	ni.Spec.ProviderConfigReference = ref(clients.KindProviderConfig, "member")

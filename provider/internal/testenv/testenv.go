@@ -34,6 +34,8 @@ import (
 	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/kubernetes"
@@ -45,6 +47,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
+
+	"github.com/kilomesh/kilomesh/provider/internal/clients"
 )
 
 // AssetsVar names the folder of the etcd and kube-apiserver binaries.
@@ -219,6 +223,24 @@ func ServiceAccountToken(ctx context.Context, cfg *rest.Config, ns, name string)
 		return "", errors.Wrap(err, "cannot create a ServiceAccount token")
 	}
 	return tr.Status.Token, nil
+}
+
+// ProviderConfig stores a kubeconfig in the Secret ns/name (key
+// "kubeconfig") and creates the namespaced provider-kubernetes
+// ProviderConfig ns/name that uses it.
+func ProviderConfig(ctx context.Context, c client.Client, ns, name string, kubeconfig []byte) error {
+	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Data: map[string][]byte{"kubeconfig": kubeconfig}}
+	if err := c.Create(ctx, s); err != nil {
+		return errors.Wrapf(err, "cannot create Secret %s/%s", ns, name)
+	}
+	pc := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"credentials": map[string]any{
+		"source": "Secret", "secretRef": map[string]any{"namespace": ns, "name": name, "key": "kubeconfig"},
+	}}}}
+	pc.SetAPIVersion(clients.Group + "/" + clients.Version)
+	pc.SetKind(clients.KindProviderConfig)
+	pc.SetNamespace(ns)
+	pc.SetName(name)
+	return errors.Wrapf(c.Create(ctx, pc), "cannot create ProviderConfig %s/%s", ns, name)
 }
 
 // ApplyFile creates every object of a multi-document YAML file.

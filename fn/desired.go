@@ -146,7 +146,7 @@ func (c *converter) peer(p *kilov1alpha1.Peer) *structpb.Value {
 func providerConfigRef(r meshv1alpha1.ProviderConfigReference) *structpb.Value {
 	kind := r.Kind
 	if kind == "" {
-		kind = "ClusterProviderConfig"
+		kind = "ProviderConfig"
 	}
 	return object(map[string]*structpb.Value{"kind": str(kind), "name": str(r.Name)})
 }

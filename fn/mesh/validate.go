@@ -199,7 +199,7 @@ func sameCluster(a, b meshv1alpha1.Cluster) bool {
 
 func kindOrDefault(k string) string {
 	if k == "" {
-		return "ClusterProviderConfig"
+		return "ProviderConfig"
 	}
 	return k
 }

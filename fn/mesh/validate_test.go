@@ -262,7 +262,7 @@ func TestOverlaps(t *testing.T) {
 }
 
 func TestCrossMeshOverlaps(t *testing.T) {
-	hub := memberCluster("hub", "10.100.0.0/16", "10.140.0.0/16", withConfig("ClusterProviderConfig", "hub-creds"))
+	hub := memberCluster("hub", "10.100.0.0/16", "10.140.0.0/16", withConfig("ProviderConfig", "hub-creds"))
 	other := func(clusters ...meshv1alpha1.Cluster) []OtherMesh {
 		return []OtherMesh{{Name: "dev", Spec: meshv1alpha1.ClusterMeshSpec{Clusters: clusters}}}
 	}
@@ -285,12 +285,12 @@ func TestCrossMeshOverlaps(t *testing.T) {
 			others: other(hub, clusterC()),
 		},
 		"SharedHubDefaultKind": {
-			reason: "An empty credentials kind is the default ClusterProviderConfig.",
+			reason: "An empty credentials kind is the default, the namespaced ProviderConfig.",
 			others: other(memberCluster("hub", "10.100.0.0/16", "10.140.0.0/16", withConfig("", "hub-creds")), clusterC()),
 		},
 		"SameNameOtherCredentials": {
 			reason: "A cluster of the same name with other credentials is another cluster: its CIDRs overlap.",
-			others: other(memberCluster("hub", "10.100.0.0/16", "10.140.0.0/16", withConfig("ClusterProviderConfig", "other-creds")), clusterC()),
+			others: other(memberCluster("hub", "10.100.0.0/16", "10.140.0.0/16", withConfig("ProviderConfig", "other-creds")), clusterC()),
 			want: []string{
 				"spec.clusters[0].podCIDRs[0] 10.100.0.0/16 overlaps ClusterMesh dev spec.clusters[0].podCIDRs[0] 10.100.0.0/16",
 				"spec.clusters[0].wireguardCIDR 10.140.0.0/16 overlaps ClusterMesh dev spec.clusters[0].wireguardCIDR 10.140.0.0/16",
@@ -298,7 +298,7 @@ func TestCrossMeshOverlaps(t *testing.T) {
 		},
 		"SameCredentialsOtherKind": {
 			reason: "A ProviderConfig and a ClusterProviderConfig of the same name are other credentials.",
-			others: other(memberCluster("hub", "10.100.0.0/16", "10.140.0.0/16", withConfig("ProviderConfig", "hub-creds")), clusterC()),
+			others: other(memberCluster("hub", "10.100.0.0/16", "10.140.0.0/16", withConfig("ClusterProviderConfig", "hub-creds")), clusterC()),
 			want: []string{
 				"spec.clusters[0].podCIDRs[0] 10.100.0.0/16 overlaps ClusterMesh dev spec.clusters[0].podCIDRs[0] 10.100.0.0/16",
 				"spec.clusters[0].wireguardCIDR 10.140.0.0/16 overlaps ClusterMesh dev spec.clusters[0].wireguardCIDR 10.140.0.0/16",
@@ -306,7 +306,7 @@ func TestCrossMeshOverlaps(t *testing.T) {
 		},
 		"SameCredentialsOtherName": {
 			reason: "The same credentials under another name are another entry: its CIDRs overlap.",
-			others: other(memberCluster("hub2", "10.100.0.0/16", "10.140.0.0/16", withConfig("ClusterProviderConfig", "hub-creds")), clusterC()),
+			others: other(memberCluster("hub2", "10.100.0.0/16", "10.140.0.0/16", withConfig("ProviderConfig", "hub-creds")), clusterC()),
 			want: []string{
 				"spec.clusters[0].podCIDRs[0] 10.100.0.0/16 overlaps ClusterMesh dev spec.clusters[0].podCIDRs[0] 10.100.0.0/16",
 				"spec.clusters[0].wireguardCIDR 10.140.0.0/16 overlaps ClusterMesh dev spec.clusters[0].wireguardCIDR 10.140.0.0/16",

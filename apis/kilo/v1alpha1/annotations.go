@@ -26,6 +26,16 @@ const (
 	AnnotationLocation = "kilo.squat.ai/location"
 	// AnnotationPersistentKeepalive is a user-set keepalive in seconds.
 	AnnotationPersistentKeepalive = "kilo.squat.ai/persistent-keepalive"
+	// AnnotationForceInternalIP is a user-set internal address as a CIDR,
+	// overriding internal-ip; "-" or an empty value means the node has
+	// none.
+	AnnotationForceInternalIP = "kilo.squat.ai/force-internal-ip"
+	// AnnotationAllowedLocationIPs is a user-set, comma-separated list of
+	// CIDRs reachable through the node's location (a printer, a VM network).
+	AnnotationAllowedLocationIPs = "kilo.squat.ai/allowed-location-ips"
+	// AnnotationLeader asks Kilo to prefer the node as its segment's leader;
+	// only its presence counts, not its value.
+	AnnotationLeader = "kilo.squat.ai/leader"
 	// AnnotationClustermeshEndpoint is a user-set endpoint that only other
 	// clusters of a kilomesh ClusterMesh use; Kilo ignores it.
 	AnnotationClustermeshEndpoint = "kilo.squat.ai/clustermesh-endpoint"

@@ -51,6 +51,18 @@ type KiloAnnotations struct {
 	// DiscoveredEndpoints is kilo.squat.ai/discovered-endpoints, raw JSON.
 	// +optional
 	DiscoveredEndpoints string `json:"discoveredEndpoints,omitempty"`
+	// ForceInternalIP is kilo.squat.ai/force-internal-ip. An annotation
+	// that is present with an empty value (Kilo's "no internal IP") is
+	// published as "-".
+	// +optional
+	ForceInternalIP string `json:"forceInternalIP,omitempty"`
+	// AllowedLocationIPs is kilo.squat.ai/allowed-location-ips, raw.
+	// +optional
+	AllowedLocationIPs string `json:"allowedLocationIPs,omitempty"`
+	// Leader is "true" when kilo.squat.ai/leader is present, whatever its
+	// value: Kilo reads only its presence.
+	// +optional
+	Leader string `json:"leader,omitempty"`
 }
 
 // An ObservedNode is what the mesh needs to know of one Node.
@@ -75,6 +87,12 @@ type ObservedNode struct {
 	// Kilo holds the Node's Kilo annotations. Absent when it has none.
 	// +optional
 	Kilo *KiloAnnotations `json:"kilo,omitempty"`
+	// Stale is true while the node's Kilo heartbeat
+	// (kilo.squat.ai/last-seen) is missing or older than Kilo's limit of
+	// two check-in periods: Kilo leaves such a node out of its topology.
+	// Only its transitions are published, never the heartbeats.
+	// +optional
+	Stale bool `json:"stale,omitempty"`
 }
 
 // A ForeignPeer is a Peer in the cluster that the inventory's owner does not
@@ -85,6 +103,10 @@ type ForeignPeer struct {
 	// PublicKey of the Peer, verbatim.
 	// +optional
 	PublicKey string `json:"publicKey,omitempty"`
+	// AllowedIPs of the Peer, verbatim, so that the owner never routes a
+	// prefix that another Peer of the cluster already routes.
+	// +optional
+	AllowedIPs []string `json:"allowedIPs,omitempty"`
 }
 
 // NodeInventoryObservation is what a NodeInventory publishes. It changes only
@@ -94,6 +116,9 @@ type NodeInventoryObservation struct {
 	// while the cluster cannot be reached.
 	// +optional
 	ObservedAt *metav1.Time `json:"observedAt,omitempty"`
+	// NodeCount is the number of selected Nodes.
+	// +optional
+	NodeCount int `json:"nodeCount,omitempty"`
 	// Nodes are the selected Nodes, sorted by name.
 	// +optional
 	Nodes []ObservedNode `json:"nodes,omitempty"`
@@ -125,7 +150,7 @@ type NodeInventoryStatus struct {
 // +kubebuilder:subresource:status
 // +kubebuilder:printcolumn:name="READY",type="string",JSONPath=".status.conditions[?(@.type=='Ready')].status"
 // +kubebuilder:printcolumn:name="SYNCED",type="string",JSONPath=".status.conditions[?(@.type=='Synced')].status"
-// +kubebuilder:printcolumn:name="NODES",type="integer",JSONPath=".status.atProvider.nodes.length()",priority=1
+// +kubebuilder:printcolumn:name="NODES",type="integer",JSONPath=".status.atProvider.nodeCount"
 // +kubebuilder:printcolumn:name="OBSERVED",type="date",JSONPath=".status.atProvider.observedAt"
 // +kubebuilder:printcolumn:name="AGE",type="date",JSONPath=".metadata.creationTimestamp"
 // +kubebuilder:resource:scope=Namespaced,categories={crossplane,managed,kilomesh}

@@ -64,9 +64,11 @@ type CIDR string
 // credentials of a member cluster. provider-kubernetes uses it to write
 // Peers, provider-kilomesh to watch Nodes.
 type ProviderConfigReference struct {
-	// Kind of the config.
+	// Kind of the config. A ProviderConfig lives in the mesh's own
+	// namespace; a ClusterProviderConfig can be named from any namespace, so
+	// an administrator should limit who may name it (docs/security.md).
 	// +kubebuilder:validation:Enum=ProviderConfig;ClusterProviderConfig
-	// +kubebuilder:default=ClusterProviderConfig
+	// +kubebuilder:default=ProviderConfig
 	// +optional
 	Kind string `json:"kind,omitempty"`
 
@@ -113,10 +115,20 @@ type Cluster struct {
 	ServiceCIDR *CIDR `json:"serviceCIDR,omitempty"`
 
 	// AdditionalCIDRs are further networks reachable through the cluster,
-	// routed through the anchor Peer like the ServiceCIDR.
+	// routed through the anchor Peer like the ServiceCIDR. A node's
+	// kilo.squat.ai/allowed-location-ips are routed to its location only
+	// inside them.
 	// +kubebuilder:validation:MaxItems=64
 	// +optional
 	AdditionalCIDRs []CIDR `json:"additionalCIDRs,omitempty"`
+
+	// NodeCIDRs are the networks the cluster's nodes have their internal
+	// addresses in. A node's internal address (Kilo's internal-ip) is routed
+	// to the other clusters only inside them; with none declared, no node
+	// address is routed.
+	// +kubebuilder:validation:MaxItems=64
+	// +optional
+	NodeCIDRs []CIDR `json:"nodeCIDRs,omitempty"`
 
 	// PersistentKeepalive in seconds. Set it on a cluster behind NAT: the
 	// largest value of any member applies to every Peer of the mesh, in both
@@ -158,8 +170,9 @@ type ClusterMeshSpec struct {
 	// +optional
 	Delivery Delivery `json:"delivery,omitempty"`
 
-	// AdvertiseNodeIPs routes every node's internal addresses through the
-	// mesh, as host routes, besides its pod CIDRs.
+	// AdvertiseNodeIPs routes every node's internal address (Kilo's
+	// internal-ip, when inside the cluster's nodeCIDRs) through the mesh, as
+	// a host route, besides its pod CIDRs.
 	// +kubebuilder:default=true
 	// +optional
 	AdvertiseNodeIPs *bool `json:"advertiseNodeIPs,omitempty"`
@@ -181,7 +194,7 @@ type SkippedNode struct {
 type PeerConflict struct {
 	// Peer is the name of the Peer the mesh would have written.
 	Peer string `json:"peer"`
-	// Reason is PeerNameConflict or PeerKeyConflict.
+	// Reason is PeerNameConflict, PeerKeyConflict or PeerRouteConflict.
 	Reason string `json:"reason"`
 	// Message names the Peer in the way.
 	Message string `json:"message"`

@@ -49,6 +49,11 @@ func (in *Cluster) DeepCopyInto(out *Cluster) {
 		*out = make([]CIDR, len(*in))
 		copy(*out, *in)
 	}
+	if in.NodeCIDRs != nil {
+		in, out := &in.NodeCIDRs, &out.NodeCIDRs
+		*out = make([]CIDR, len(*in))
+		copy(*out, *in)
+	}
 	if in.PersistentKeepalive != nil {
 		in, out := &in.PersistentKeepalive, &out.PersistentKeepalive
 		*out = new(int32)

@@ -187,6 +187,7 @@ func (e *external) Observe(ctx context.Context, cr *v1alpha1.NodeInventory) (man
 		!equality.Semantic.DeepEqual(at.ForeignPeers, foreign) {
 		next := v1alpha1.NodeInventoryObservation{
 			ObservedAt:   &metav1.Time{Time: e.now().UTC().Truncate(time.Second)},
+			NodeCount:    len(observed),
 			Nodes:        observed,
 			ForeignPeers: foreign,
 		}

@@ -142,6 +142,10 @@ func TestNodeInventory(t *testing.T) {
 	// same cluster with the same identity: it must share the watch.
 	providerConfig(ctx, t, ns, "member-again", m.Kubeconfig)
 
+	// node-a's heartbeat is an hour ahead: it stays fresh however long the
+	// test runs (Kilo reads a heartbeat as fresh until 60 s after it).
+	// node-b and node-c have none: they are stale.
+	future := time.Now().Add(time.Hour).Unix()
 	node(ctx, t, mc, "node-a",
 		map[string]string{kilov1alpha1.LabelRegion: "eu-west", "role": "core"},
 		map[string]string{
@@ -155,7 +159,10 @@ func TestNodeInventory(t *testing.T) {
 			kilov1alpha1.AnnotationPersistentKeepalive: "25",
 			kilov1alpha1.AnnotationDiscoveredEndpoints: `{"x":{}}`,
 			kilov1alpha1.AnnotationLocation:            "dc1",
-			kilov1alpha1.AnnotationLastSeen:            "1700000000",
+			kilov1alpha1.AnnotationForceInternalIP:     "",
+			kilov1alpha1.AnnotationAllowedLocationIPs:  "10.9.0.0/24",
+			kilov1alpha1.AnnotationLeader:              "",
+			kilov1alpha1.AnnotationLastSeen:            strconv.FormatInt(future, 10),
 			"unrelated.example.com/annotation":         "ignored",
 		},
 		[]string{"10.1.1.0/24", "fd00:1::/64"},
@@ -186,13 +193,15 @@ func TestNodeInventory(t *testing.T) {
 			Key: keyA, WireguardIP: "10.4.0.1/16", Endpoint: "203.0.113.1:51820", InternalIP: "192.168.1.11/24",
 			ForceEndpoint: "198.51.100.1:51820", ClustermeshEndpoint: "mesh.example.com:51820", Granularity: "full",
 			PersistentKeepalive: "25", DiscoveredEndpoints: `{"x":{}}`,
+			ForceInternalIP: "-", AllowedLocationIPs: "10.9.0.0/24", Leader: "true",
 		},
 	}
 	wantB := v1alpha1.ObservedNode{
 		Name: "node-b", InternalIPs: []string{"192.168.2.12"}, Location: "eu-east",
-		Kilo: &v1alpha1.KiloAnnotations{Key: "not a key", WireguardIP: "banana"},
+		Kilo:  &v1alpha1.KiloAnnotations{Key: "not a key", WireguardIP: "banana"},
+		Stale: true,
 	}
-	wantC := v1alpha1.ObservedNode{Name: "node-c"}
+	wantC := v1alpha1.ObservedNode{Name: "node-c", Stale: true}
 
 	inventory(ctx, t, ns, "all", "member", v1alpha1.NodeInventoryParameters{})
 	inventory(ctx, t, ns, "edge", "member-again", v1alpha1.NodeInventoryParameters{
@@ -227,14 +236,19 @@ func TestNodeInventory(t *testing.T) {
 		}
 		defer w.Stop()
 
-		// Kilo's heartbeat and the kubelet's, 20 rounds on every node.
+		// Kilo's heartbeat and the kubelet's, 20 rounds on every node: the
+		// fresh node stays fresh, the stale ones stay stale.
 		for i := range 20 {
 			for _, n := range []string{"node-a", "node-b", "node-c"} {
+				lastSeen := future + 30*int64(i)
+				if n != "node-a" {
+					lastSeen = 1700000000 + 30*int64(i)
+				}
 				mutateNode(ctx, t, mc, n, false, func(n *corev1.Node) {
 					if n.Annotations == nil {
 						n.Annotations = map[string]string{}
 					}
-					n.Annotations[kilov1alpha1.AnnotationLastSeen] = strconv.Itoa(1700000000 + 30*i)
+					n.Annotations[kilov1alpha1.AnnotationLastSeen] = strconv.FormatInt(lastSeen, 10)
 				})
 				mutateNode(ctx, t, mc, n, true, func(n *corev1.Node) {
 					for j := range n.Status.Conditions {
@@ -272,7 +286,7 @@ func TestNodeInventory(t *testing.T) {
 		wantA.Kilo.WireguardIP = "10.4.0.9/16"
 	})
 
-	wantD := v1alpha1.ObservedNode{Name: "node-d"}
+	wantD := v1alpha1.ObservedNode{Name: "node-d", Stale: true}
 	t.Run("RelevantChangesReachStatus", func(t *testing.T) {
 		cases := map[string]struct {
 			reason string
@@ -317,6 +331,29 @@ func TestNodeInventory(t *testing.T) {
 				},
 				want: func() { wantD.ExternalIPs = []string{"198.51.100.4"}; wantD.Ready = true },
 			},
+			"Heartbeat": {
+				reason: "A heartbeat makes a stale node fresh; this one is 20 s old, so it turns stale 40 s from now.",
+				change: func(t *testing.T) {
+					mutateNode(ctx, t, mc, "node-d", false, func(n *corev1.Node) {
+						n.Annotations = map[string]string{kilov1alpha1.AnnotationLastSeen: strconv.FormatInt(time.Now().Add(-20*time.Second).Unix(), 10)}
+					})
+				},
+				want: func() { wantD.Stale = false },
+			},
+			"GoesStale": {
+				reason: "A heartbeat that stops causes no event, yet the node is published as stale once it is 60 s old.",
+				change: func(*testing.T) {},
+				want:   func() { wantD.Stale = true },
+			},
+			"FreshAgain": {
+				reason: "A heartbeat that makes a stale node fresh again is published.",
+				change: func(t *testing.T) {
+					mutateNode(ctx, t, mc, "node-d", false, func(n *corev1.Node) {
+						n.Annotations[kilov1alpha1.AnnotationLastSeen] = strconv.FormatInt(future, 10)
+					})
+				},
+				want: func() { wantD.Stale = false },
+			},
 			"Deletion": {
 				reason: "A deleted Node disappears.",
 				change: func(t *testing.T) {
@@ -327,7 +364,7 @@ func TestNodeInventory(t *testing.T) {
 			},
 		}
 		// The steps build on each other, in this order.
-		order := []string{"NewNode", "Key", "Endpoint", "PodCIDRs", "Addresses", "Deletion"}
+		order := []string{"NewNode", "Key", "Endpoint", "PodCIDRs", "Addresses", "Heartbeat", "GoesStale", "FreshAgain", "Deletion"}
 		for _, name := range order {
 			tc := cases[name]
 			t.Run(name, func(t *testing.T) {
@@ -368,13 +405,13 @@ func TestNodeInventory(t *testing.T) {
 				return nil
 			}
 		}
-		eventually(t, "the Peer without the owned labels is reported", foreign([]v1alpha1.ForeignPeer{{Name: "theirs", PublicKey: keyD}}))
+		eventually(t, "the Peer without the owned labels is reported", foreign([]v1alpha1.ForeignPeer{{Name: "theirs", PublicKey: keyD, AllowedIPs: []string{"10.9.0.2/32"}}}))
 
 		p := &kilov1alpha1.Peer{ObjectMeta: metav1.ObjectMeta{Name: "hand-made"}, Spec: kilov1alpha1.PeerSpec{AllowedIPs: []string{"10.9.0.3/32"}, PublicKey: keyA}}
 		if err := mc.Create(ctx, p); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, "a new foreign Peer is reported", foreign([]v1alpha1.ForeignPeer{{Name: "hand-made", PublicKey: keyA}, {Name: "theirs", PublicKey: keyD}}))
+		eventually(t, "a new foreign Peer is reported", foreign([]v1alpha1.ForeignPeer{{Name: "hand-made", PublicKey: keyA, AllowedIPs: []string{"10.9.0.3/32"}}, {Name: "theirs", PublicKey: keyD, AllowedIPs: []string{"10.9.0.2/32"}}}))
 
 		ni, err := getInventory(ctx, ns, "all")
 		if err != nil {

@@ -18,8 +18,12 @@ package controller_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -29,6 +33,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	xpv2 "github.com/crossplane/crossplane/apis/v2/core/v2"
@@ -131,6 +136,49 @@ func published(ctx context.Context, t *testing.T, ns, name string, want []v1alph
 	return got
 }
 
+// nodesColumn reads the NODES column of an inventory from the API server's
+// table, as kubectl get prints it.
+func nodesColumn(ctx context.Context, t *testing.T, ns, name string) int64 {
+	t.Helper()
+	hc, err := rest.HTTPClientFor(cp.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := fmt.Sprintf("%s/apis/%s/namespaces/%s/nodeinventories/%s", strings.TrimSuffix(cp.cfg.Host, "/"), v1alpha1.GroupVersion, ns, name)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Accept", "application/json;as=Table;v=v1;g=meta.k8s.io")
+	resp, err := hc.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	table := &metav1.Table{}
+	if err := json.Unmarshal(body, table); err != nil {
+		t.Fatalf("%s %s: %v:\n%s", resp.Status, resp.Header.Get("Content-Type"), err, body)
+	}
+	col := -1
+	for i, c := range table.ColumnDefinitions {
+		if c.Name == "NODES" {
+			col = i
+		}
+	}
+	if col < 0 || len(table.Rows) != 1 {
+		t.Fatalf("the table has no NODES column or not one row: %+v", table)
+	}
+	n, ok := table.Rows[0].Cells[col].(float64)
+	if !ok {
+		t.Fatalf("the NODES cell is %T %v, want a number", table.Rows[0].Cells[col], table.Rows[0].Cells[col])
+	}
+	return int64(n)
+}
+
 func TestNodeInventory(t *testing.T) {
 	needAPIServers(t)
 	ctx := t.Context()
@@ -210,6 +258,14 @@ func TestNodeInventory(t *testing.T) {
 
 	published(ctx, t, ns, "all", []v1alpha1.ObservedNode{wantA, wantB, wantC})
 	published(ctx, t, ns, "edge", []v1alpha1.ObservedNode{wantB})
+
+	t.Run("NodesColumn", func(t *testing.T) {
+		for name, want := range map[string]int64{"all": 3, "edge": 1} {
+			if got := nodesColumn(ctx, t, ns, name); got != want {
+				t.Errorf("the NODES column of %s in the API server's table: want %d, got %d", name, want, got)
+			}
+		}
+	})
 
 	user := func(name string) remote.User {
 		return remote.User{Kind: v1alpha1.NodeInventoryKind, NamespacedName: types.NamespacedName{Namespace: ns, Name: name}}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -8,6 +9,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/crossplane/function-sdk-go/logging"
 	fnv1 "github.com/crossplane/function-sdk-go/proto/v1"
 
 	meshv1alpha1 "github.com/kilomesh/kilomesh/apis/mesh/v1alpha1"
@@ -112,5 +114,63 @@ func TestWriteStatusUnreachableAndUndelivered(t *testing.T) {
 	msg := rsp.GetDesired().GetComposite().GetResource().GetFields()["status"].GetStructValue().GetFields()["clusters"].GetListValue().GetValues()[1].GetStructValue().GetFields()["message"].GetStringValue()
 	if want := "cannot list nodes: connection refused; 1 of 1 Peers cannot be written: forbidden"; msg != want {
 		t.Errorf("status.clusters[1].message: want %q, got %q", want, msg)
+	}
+}
+
+// TestKeyIncumbentFromComposedResources runs the function on a mesh where
+// node-b1 copies the key of node-a1, whose Peer is already composed into
+// cluster-b: whichever delivery composed it, a1 keeps its Peer and b1 is
+// skipped, so the copy displaces nobody.
+func TestKeyIncumbentFromComposedResources(t *testing.T) {
+	cases := map[string]struct {
+		reason   string
+		delivery string
+		composed func(t *testing.T) map[string]*fnv1.Resource
+	}{
+		"Objects": {
+			reason:   "The Object of a1's Peer in cluster-b makes a1 the incumbent of its key.",
+			delivery: "Objects",
+			composed: func(t *testing.T) map[string]*fnv1.Resource {
+				return map[string]*fnv1.Resource{"peer-cluster-b-mesh-cluster-a-node-a1-713f87bb": {Resource: wantObject(t, peerOfA, "ClusterProviderConfig", "cluster-b")}}
+			},
+		},
+		"PeerSet": {
+			reason:   "The PeerSet item of a1's Peer in cluster-b makes a1 the incumbent of its key.",
+			delivery: "PeerSet",
+			composed: func(t *testing.T) map[string]*fnv1.Resource {
+				return map[string]*fnv1.Resource{"peerset-cluster-b": {Resource: peerSet(t, peerOfA, "ClusterProviderConfig", "cluster-b")}}
+			},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			observed := tc.composed(t)
+			observed["inventory-cluster-a"] = inventory(t, "cluster-a", "True", "node-a1", keyA1, "10.1.1.0/24", "10.201.0.1/16", "203.0.113.11")
+			observed["inventory-cluster-b"] = inventory(t, "cluster-b", "True", "node-b1", keyA1, "10.2.1.0/24", "10.202.0.1/16", "198.51.100.21")
+			f := &Function{log: logging.NewNopLogger(), ttl: time.Minute}
+			rsp, err := f.RunFunction(context.Background(), request(xr(t, tc.delivery, "10.2.0.0/16"), observed, noOtherMeshes))
+			if err != nil {
+				t.Fatal(err)
+			}
+			x, _ := decodeMesh(xr(t, tc.delivery, "10.2.0.0/16"))
+			o, err := readObserved(&fnv1.RunFunctionRequest{Observed: &fnv1.State{Resources: rsp.GetDesired().GetResources()}}, x)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, p := range o.composed {
+				got = append(got, p.target+"/"+p.name)
+			}
+			if diff := cmp.Diff([]string{"cluster-b/mesh-cluster-a-node-a1-713f87bb"}, got); diff != "" {
+				t.Errorf("%s\nRunFunction(...): -want composed Peers, +got:\n%s", tc.reason, diff)
+			}
+			var reasons []string
+			for _, r := range rsp.GetResults() {
+				reasons = append(reasons, r.GetReason())
+			}
+			if diff := cmp.Diff([]string{"NodeKeyDuplicate"}, reasons); diff != "" {
+				t.Errorf("%s\nRunFunction(...): -want result reasons, +got:\n%s", tc.reason, diff)
+			}
+		})
 	}
 }

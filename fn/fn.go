@@ -81,6 +81,7 @@ func (f *Function) RunFunction(_ context.Context, req *fnv1.RunFunctionRequest) 
 		Spec:         xr.Spec,
 		Observations: obs.inventories,
 		Others:       others,
+		Delivered:    delivered(obs.composed),
 	})
 	var invalid *mesh.InvalidSpecError
 	var overlap *mesh.OverlapError

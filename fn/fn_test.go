@@ -83,7 +83,7 @@ status:
       podCIDRs: [%[5]s]
       externalIPs: [%[7]s]
       ready: true
-      kilo: {key: %[4]s, wireguardIP: %[6]s}
+      kilo: {key: %[4]s, wireguardIP: %[6]s, endpoint: "%[7]s:51820"}
 `, cluster, synced, node, key, pod, wgIP, ext))}
 }
 
@@ -601,15 +601,15 @@ func largeMesh(tb testing.TB, delivery string, clusters, nodes int) *fnv1.RunFun
 	observed := map[string]*fnv1.Resource{}
 	for c := range clusters {
 		name := fmt.Sprintf("cluster-%02d", c)
-		fmt.Fprintf(&spec, "  - {name: %s, providerConfigRef: {name: %s}, podCIDRs: [10.%d.0.0/16], wireguardCIDR: 10.%d.0.0/16, serviceCIDR: 10.%d.0.0/16}\n",
-			name, name, c+1, 100+c, 200+c)
+		fmt.Fprintf(&spec, "  - {name: %s, providerConfigRef: {name: %s}, podCIDRs: [10.%d.0.0/16], wireguardCIDR: 10.%d.0.0/16, serviceCIDR: 10.%d.0.0/16, nodeCIDRs: [172.%d.0.0/16]}\n",
+			name, name, c+1, 100+c, 200+c, 16+c)
 		var inv strings.Builder
 		fmt.Fprintf(&inv, "apiVersion: kube.kilomesh.io/v1alpha1\nkind: NodeInventory\nmetadata: {name: %s}\nstatus:\n  conditions: [{type: Ready, status: \"True\"}, {type: Synced, status: \"True\"}]\n  atProvider:\n    observedAt: \"2026-11-22T01:00:00Z\"\n    nodes:\n", name)
 		for n := range nodes {
 			var k [32]byte
-			k[0], k[1], k[2] = byte(c), byte(n>>8), byte(n)
-			fmt.Fprintf(&inv, "    - {name: node-%04d, podCIDRs: [10.%d.%d.%d/28], internalIPs: [172.%d.%d.%d], externalIPs: [100.%d.%d.%d], ready: true, kilo: {key: %s, wireguardIP: 10.%d.%d.%d/16}}\n",
-				n, c+1, n/16, (n%16)*16, 16+c, n/250, n%250+1, 64+c, n/250, n%250+1, kilov1alpha1.EncodeKey(k), 100+c, n/250, n%250+1)
+			k[0], k[1], k[2], k[3] = byte(c), byte(n>>8), byte(n), 1
+			fmt.Fprintf(&inv, "    - {name: node-%04d, podCIDRs: [10.%d.%d.%d/28], externalIPs: [100.%d.%d.%d], ready: true, kilo: {key: %s, wireguardIP: 10.%d.%d.%d/16, endpoint: \"100.%d.%d.%d:51820\", internalIP: 172.%d.%d.%d/16}}\n",
+				n, c+1, n/16, (n%16)*16, 64+c, n/250, n%250+1, kilov1alpha1.EncodeKey(k), 100+c, n/250, n%250+1, 64+c, n/250, n%250+1, 16+c, n/250, n%250+1)
 		}
 		observed[prefixInventory+name] = &fnv1.Resource{Resource: mustYAML(tb, inv.String())}
 	}
@@ -627,29 +627,34 @@ func mustYAML(tb testing.TB, y string) *structpb.Struct {
 
 func TestResponseLimit(t *testing.T) {
 	cases := map[string]struct {
-		reason   string
-		delivery string
-		hint     string
+		reason          string
+		delivery        string
+		clusters, nodes int
+		hints           []string
 	}{
 		"ObjectsPointToPeerSet": {
 			reason:   "A mesh whose Objects would exceed the response limit fails with a fatal result that names delivery: PeerSet, and composes nothing.",
 			delivery: "Objects",
-			hint:     "set spec.delivery: PeerSet",
+			clusters: 5, nodes: 700,
+			hints: []string{"set spec.delivery: PeerSet", "4 MiB"},
 		},
 		"PeerSetPointsToSplitting": {
-			reason:   "A PeerSet mesh beyond the limit is told to split or shrink.",
+			reason:   "A PeerSet mesh beyond the response limit is told to split or shrink.",
 			delivery: "PeerSet",
-			hint:     "split the mesh",
+			clusters: 24, nodes: 120,
+			hints: []string{"split the mesh", "4 MiB"},
+		},
+		"PeerSetOverEtcdLimit": {
+			reason:   "A PeerSet that etcd could not store (1.5 MiB) fails before any write, naming the member and what to do.",
+			delivery: "PeerSet",
+			clusters: 5, nodes: 1500,
+			hints: []string{"PeerSet of cluster cluster-00", "1.5 MiB", "Location granularity"},
 		},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			f := &Function{log: logging.NewNopLogger(), ttl: time.Minute}
-			clusters, nodes := 5, 1500
-			if tc.delivery == "Objects" {
-				nodes = 700
-			}
-			got, err := f.RunFunction(context.Background(), largeMesh(t, tc.delivery, clusters, nodes))
+			got, err := f.RunFunction(context.Background(), largeMesh(t, tc.delivery, tc.clusters, tc.nodes))
 			if err != nil {
 				t.Fatalf("%s\nRunFunction(...): %v", tc.reason, err)
 			}
@@ -657,8 +662,10 @@ func TestResponseLimit(t *testing.T) {
 				t.Fatalf("%s\nRunFunction(...): want one fatal result, got %v", tc.reason, got.GetResults())
 			}
 			msg := got.GetResults()[0].GetMessage()
-			if !strings.Contains(msg, tc.hint) || !strings.Contains(msg, "4 MiB") {
-				t.Errorf("%s\nRunFunction(...): fatal result %q does not say %q and name the 4 MiB limit", tc.reason, msg, tc.hint)
+			for _, hint := range tc.hints {
+				if !strings.Contains(msg, hint) {
+					t.Errorf("%s\nRunFunction(...): fatal result %q does not say %q", tc.reason, msg, hint)
+				}
 			}
 			if n := len(got.GetDesired().GetResources()); n != 0 {
 				t.Errorf("%s\nRunFunction(...): want no desired resources, got %d", tc.reason, n)

@@ -50,12 +50,11 @@ func (x *xrMesh) delivery() deliveryMode {
 // decodeMesh reads the ClusterMesh from its protobuf form. A field of the
 // wrong type is reported with its path.
 func decodeMesh(s *structpb.Struct) (*xrMesh, error) {
-	meta := s.GetFields()["metadata"].GetStructValue().GetFields()
-	x := &xrMesh{Namespace: meta["namespace"].GetStringValue(), Name: meta["name"].GetStringValue()}
+	x := &xrMesh{Namespace: get(s, "metadata", "namespace").GetStringValue(), Name: get(s, "metadata", "name").GetStringValue()}
 	if x.Name == "" {
 		return nil, errors.New("the ClusterMesh has no metadata.name")
 	}
-	spec := s.GetFields()["spec"].GetStructValue()
+	spec := get(s, "spec").GetStructValue()
 	if spec == nil {
 		return nil, field.Required(field.NewPath("spec"), "a ClusterMesh has a spec")
 	}
@@ -69,7 +68,7 @@ func decodeMesh(s *structpb.Struct) (*xrMesh, error) {
 // message names it: spec.clusters[2]: ... instead of spec.clusters.
 func locate(spec *structpb.Struct, err error) error {
 	p := field.NewPath("spec")
-	for i, v := range spec.GetFields()["clusters"].GetListValue().GetValues() {
+	for i, v := range get(spec, "clusters").GetListValue().GetValues() {
 		var c meshv1alpha1.Cluster
 		if cerr := fromValue(v, &c); cerr != nil {
 			return field.Invalid(p.Child("clusters").Index(i), "", cerr.Error())
@@ -121,12 +120,12 @@ func otherMeshes(req *fnv1.RunFunctionRequest, self string) ([]mesh.OtherMesh, b
 	var out []mesh.OtherMesh
 	for _, item := range rr.GetItems() {
 		s := item.GetResource()
-		name := s.GetFields()["metadata"].GetStructValue().GetFields()["name"].GetStringValue()
+		name := get(s, "metadata", "name").GetStringValue()
 		if name == self {
 			continue
 		}
 		o := mesh.OtherMesh{Name: name}
-		if err := fromValue(s.GetFields()["spec"], &o.Spec); err != nil {
+		if err := fromValue(get(s, "spec"), &o.Spec); err != nil {
 			// Its own function reports it; its CIDRs cannot be compared.
 			continue
 		}
@@ -139,10 +138,13 @@ func otherMeshes(req *fnv1.RunFunctionRequest, self string) ([]mesh.OtherMesh, b
 type observed struct {
 	inventories map[string]*mesh.Observation
 	resources   map[string]*fnv1.Resource
+	// composed are the Peers the composed resources hold.
+	composed []composedPeer
 }
 
 func readObserved(req *fnv1.RunFunctionRequest, x *xrMesh) (*observed, error) {
 	o := &observed{inventories: map[string]*mesh.Observation{}, resources: req.GetObserved().GetResources()}
+	o.composed = composedPeers(o)
 	for _, c := range x.Spec.Clusters {
 		r, ok := o.resources[prefixInventory+c.Name]
 		if !ok {
@@ -164,7 +166,7 @@ func readObserved(req *fnv1.RunFunctionRequest, x *xrMesh) (*observed, error) {
 // observed its cluster nor failed to.
 func readInventory(s *structpb.Struct) (*mesh.Observation, error) {
 	o := &mesh.Observation{Reachable: true}
-	if at := s.GetFields()["status"].GetStructValue().GetFields()["atProvider"]; at != nil {
+	if at := get(s, "status", "atProvider"); at != nil {
 		if err := fromValue(at, &o.NodeInventoryObservation); err != nil {
 			return nil, err
 		}
@@ -202,7 +204,7 @@ type cond struct {
 
 // condition reads one condition of a resource without decoding the rest.
 func condition(s *structpb.Struct, typ string) (cond, bool) {
-	for _, v := range s.GetFields()["status"].GetStructValue().GetFields()["conditions"].GetListValue().GetValues() {
+	for _, v := range get(s, "status", "conditions").GetListValue().GetValues() {
 		f := v.GetStructValue().GetFields()
 		if f["type"].GetStringValue() != typ {
 			continue

@@ -1,0 +1,103 @@
+package main
+
+import (
+	"sort"
+	"strings"
+
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/crossplane/function-sdk-go/errors"
+
+	kilov1alpha1 "github.com/kilomesh/kilomesh/apis/kilo/v1alpha1"
+	kubev1alpha1 "github.com/kilomesh/kilomesh/apis/kube/v1alpha1"
+	meshv1alpha1 "github.com/kilomesh/kilomesh/apis/mesh/v1alpha1"
+)
+
+// maxPeerSetBytes is the most a PeerSet may hold: etcd refuses objects over
+// 1.5 MiB, and the rest is left for metadata and status.
+const maxPeerSetBytes = 1_300_000
+
+const errFmtPeerSetTooLarge = "the PeerSet of cluster %s needs %d KiB, more than the %d KiB one object can hold (etcd refuses objects over 1.5 MiB): " +
+	"use Location granularity, select fewer nodes with spec.clusters[].nodeSelector, or split the mesh"
+
+// peerSetDelivery composes one provider-kilomesh PeerSet per member, named
+// peerset-<target>.
+type peerSetDelivery struct{}
+
+// compose writes the PeerSet of one target. The PeerSet adds its selector
+// labels to every Peer; each Peer carries only the label that is its own.
+func (peerSetDelivery) compose(cp *composition, c meshv1alpha1.Cluster, peers []kilov1alpha1.Peer, kept []composedPeer) error {
+	items := make([]*structpb.Value, len(peers), len(peers)+len(kept))
+	for i := range peers {
+		items[i] = object(map[string]*structpb.Value{
+			"name":   str(peers[i].Name),
+			"labels": cp.conv.sourceLabel(&peers[i]),
+			"spec":   cp.conv.peerSpec(&peers[i].Spec),
+		})
+	}
+	if len(kept) > 0 {
+		for _, k := range kept {
+			items = append(items, structpb.NewStructValue(proto.Clone(k.raw).(*structpb.Struct))) //nolint:forcetypeassert // Clone returns the type it is given.
+		}
+		sort.SliceStable(items, func(i, j int) bool { return peerNameOf(items[i]) < peerNameOf(items[j]) })
+	}
+	set := &structpb.Struct{Fields: map[string]*structpb.Value{
+		"apiVersion": str(kubev1alpha1.GroupVersion.String()),
+		"kind":       str(kubev1alpha1.PeerSetKind),
+		"spec": object(map[string]*structpb.Value{
+			"providerConfigRef": providerConfigRef(c.ProviderConfigRef),
+			"forProvider": object(map[string]*structpb.Value{
+				"selector": cp.owned,
+				"peers":    structpb.NewListValue(&structpb.ListValue{Values: items}),
+			}),
+		}),
+	}}
+	// A PeerSet the API server cannot store would fail on every write.
+	if n := proto.Size(set); n > maxPeerSetBytes {
+		return errors.Errorf(errFmtPeerSetTooLarge, c.Name, n>>10, maxPeerSetBytes>>10)
+	}
+	cp.put(prefixPeerSet+c.Name, set)
+	return nil
+}
+
+func (peerSetDelivery) composed(name string, s *structpb.Struct) ([]composedPeer, bool) {
+	target, ok := strings.CutPrefix(name, prefixPeerSet)
+	if !ok {
+		return nil, false
+	}
+	var out []composedPeer
+	for _, item := range get(s, "spec", "forProvider", "peers").GetListValue().GetValues() {
+		i := item.GetStructValue()
+		out = append(out, composedPeer{
+			resource: name,
+			target:   target,
+			source:   get(i, "labels", meshv1alpha1.LabelSourceCluster).GetStringValue(),
+			name:     get(i, "name").GetStringValue(),
+			spec:     peerSpecOf(get(i, "spec")),
+			raw:      i,
+		})
+	}
+	return out, true
+}
+
+// problems quotes why a PeerSet cannot apply its Peers: it cannot sync, or
+// it syncs but some Peers are not applied.
+func (peerSetDelivery) problems(o *observed, members map[string]bool, out map[string]string) {
+	for _, name := range sortedNames(o, prefixPeerSet) {
+		target := strings.TrimPrefix(name, prefixPeerSet)
+		if !members[target] {
+			continue
+		}
+		s := o.resources[name].GetResource()
+		if c, ok := condition(s, "Synced"); ok && c.status == "False" {
+			out[target] = cut(c.message)
+		} else if c, ok := condition(s, "Ready"); ok && c.status == "False" {
+			out[target] = cut(c.message)
+		}
+	}
+}
+
+func peerNameOf(item *structpb.Value) string {
+	return get(item.GetStructValue(), "name").GetStringValue()
+}

@@ -191,6 +191,10 @@ func compose(rsp *fnv1.RunFunctionResponse, x *xrMesh, o *observed, plan *mesh.P
 		cp.put(prefixInventory+c.Name, &structpb.Struct{Fields: map[string]*structpb.Value{
 			"apiVersion": str(kubev1alpha1.GroupVersion.String()),
 			"kind":       str(kubev1alpha1.NodeInventoryKind),
+			"metadata": object(map[string]*structpb.Value{
+				"labels":      stringMap(memberLabels(x.Namespace, c)),
+				"annotations": stringMap(map[string]string{meshv1alpha1.AnnotationMeshName: x.Name}),
+			}),
 			"spec": object(map[string]*structpb.Value{
 				"providerConfigRef": providerConfigRef(c.ProviderConfigRef),
 				"forProvider":       object(params),

@@ -62,10 +62,9 @@ func (f *Function) RunFunction(_ context.Context, req *fnv1.RunFunctionRequest) 
 	}
 	log := f.log.WithValues("xr", xr.Namespace+"/"+xr.Name)
 
-	requireOtherMeshes(rsp, xr.Namespace)
-	others, resolved := otherMeshes(req, xr.Name)
+	others, resolved := siblings(rsp, req, xr)
 	if !resolved {
-		// Crossplane calls again with the other meshes.
+		// Crossplane calls again with what is required.
 		return rsp, nil
 	}
 

@@ -18,6 +18,8 @@ import (
 	"github.com/crossplane/function-sdk-go/resource"
 
 	kilov1alpha1 "github.com/kilomesh/kilomesh/apis/kilo/v1alpha1"
+	meshv1alpha1 "github.com/kilomesh/kilomesh/apis/mesh/v1alpha1"
+	"github.com/kilomesh/kilomesh/fn/mesh"
 )
 
 const (
@@ -103,14 +105,30 @@ func request(xr *structpb.Struct, observed map[string]*fnv1.Resource, required m
 	}
 }
 
-var noOtherMeshes = map[string]*fnv1.Resources{requirementMeshes: {}}
+// The member identities of cluster-a and cluster-b of the two-cluster mesh.
+var (
+	memberA = mesh.MemberID("network", meshv1alpha1.Cluster{Name: "cluster-a", ProviderConfigRef: meshv1alpha1.ProviderConfigReference{Kind: "ProviderConfig", Name: "cluster-a"}})
+	memberB = mesh.MemberID("network", meshv1alpha1.Cluster{Name: "cluster-b", ProviderConfigRef: meshv1alpha1.ProviderConfigReference{Kind: "ClusterProviderConfig", Name: "cluster-b"}})
+)
 
+// noOtherMeshes are the requirements of the two-cluster mesh, resolved: no
+// other mesh shares a member with it.
+var noOtherMeshes = map[string]*fnv1.Resources{"member-cluster-a": {}, "member-cluster-b": {}}
+
+// requirements are what the two-cluster mesh asks Crossplane for: the
+// NodeInventories of each member, whichever mesh composed them.
 func requirements() *fnv1.Requirements {
 	ns := "network"
-	return &fnv1.Requirements{Resources: map[string]*fnv1.ResourceSelector{requirementMeshes: {
-		ApiVersion: "kilomesh.io/v1alpha1", Kind: "ClusterMesh",
-		Match: &fnv1.ResourceSelector_MatchLabels{MatchLabels: &fnv1.MatchLabels{}}, Namespace: &ns,
-	}}}
+	member := func(id string) *fnv1.ResourceSelector {
+		return &fnv1.ResourceSelector{
+			ApiVersion: "kube.kilomesh.io/v1alpha1", Kind: "NodeInventory", Namespace: &ns,
+			Match: &fnv1.ResourceSelector_MatchLabels{MatchLabels: &fnv1.MatchLabels{Labels: map[string]string{"kilomesh.io/member": id}}},
+		}
+	}
+	return &fnv1.Requirements{Resources: map[string]*fnv1.ResourceSelector{
+		"member-cluster-a": member(memberA),
+		"member-cluster-b": member(memberB),
+	}}
 }
 
 func meta() *fnv1.ResponseMeta {
@@ -138,6 +156,9 @@ const (
 	inventoryA = `
 apiVersion: kube.kilomesh.io/v1alpha1
 kind: NodeInventory
+metadata:
+  labels: {kilomesh.io/member: MEMBER-A}
+  annotations: {kilomesh.io/mesh-name: mesh}
 spec:
   providerConfigRef: {kind: ProviderConfig, name: cluster-a}
   forProvider:
@@ -146,6 +167,9 @@ spec:
 	inventoryB = `
 apiVersion: kube.kilomesh.io/v1alpha1
 kind: NodeInventory
+metadata:
+  labels: {kilomesh.io/member: MEMBER-B}
+  annotations: {kilomesh.io/mesh-name: mesh}
 spec:
   providerConfigRef: {kind: ClusterProviderConfig, name: cluster-b}
   forProvider:
@@ -306,8 +330,8 @@ status:
 					Desired: &fnv1.State{
 						Composite: &fnv1.Resource{Resource: status(t, true)},
 						Resources: map[string]*fnv1.Resource{
-							"inventory-cluster-a":                            {Resource: fromYAML(t, inventoryA), Ready: fnv1.Ready_READY_TRUE},
-							"inventory-cluster-b":                            {Resource: fromYAML(t, inventoryB), Ready: fnv1.Ready_READY_TRUE},
+							"inventory-cluster-a":                            {Resource: fromYAML(t, strings.Replace(inventoryA, "MEMBER-A", memberA, 1)), Ready: fnv1.Ready_READY_TRUE},
+							"inventory-cluster-b":                            {Resource: fromYAML(t, strings.Replace(inventoryB, "MEMBER-B", memberB, 1)), Ready: fnv1.Ready_READY_TRUE},
 							"peer-cluster-a-mesh-cluster-b-node-b1-2709b7b3": {Resource: wantObject(t, peerOfB, "ProviderConfig", "cluster-a"), Ready: fnv1.Ready_READY_TRUE},
 							"peer-cluster-b-mesh-cluster-a-node-a1-713f87bb": {Resource: wantObject(t, peerOfA, "ClusterProviderConfig", "cluster-b"), Ready: fnv1.Ready_READY_FALSE},
 						},
@@ -333,8 +357,8 @@ status:
 					Desired: &fnv1.State{
 						Composite: &fnv1.Resource{Resource: status(t, true)},
 						Resources: map[string]*fnv1.Resource{
-							"inventory-cluster-a": {Resource: fromYAML(t, inventoryA), Ready: fnv1.Ready_READY_TRUE},
-							"inventory-cluster-b": {Resource: fromYAML(t, inventoryB), Ready: fnv1.Ready_READY_TRUE},
+							"inventory-cluster-a": {Resource: fromYAML(t, strings.Replace(inventoryA, "MEMBER-A", memberA, 1)), Ready: fnv1.Ready_READY_TRUE},
+							"inventory-cluster-b": {Resource: fromYAML(t, strings.Replace(inventoryB, "MEMBER-B", memberB, 1)), Ready: fnv1.Ready_READY_TRUE},
 							"peerset-cluster-a":   {Resource: peerSet(t, peerOfB, "ProviderConfig", "cluster-a"), Ready: fnv1.Ready_READY_FALSE},
 							"peerset-cluster-b":   {Resource: peerSet(t, peerOfA, "ClusterProviderConfig", "cluster-b"), Ready: fnv1.Ready_READY_FALSE},
 						},
@@ -360,8 +384,8 @@ status:
 					Desired: &fnv1.State{
 						Composite: &fnv1.Resource{Resource: status(t, false)},
 						Resources: map[string]*fnv1.Resource{
-							"inventory-cluster-a": {Resource: fromYAML(t, inventoryA), Ready: fnv1.Ready_READY_TRUE},
-							"inventory-cluster-b": {Resource: fromYAML(t, inventoryB), Ready: fnv1.Ready_READY_FALSE},
+							"inventory-cluster-a": {Resource: fromYAML(t, strings.Replace(inventoryA, "MEMBER-A", memberA, 1)), Ready: fnv1.Ready_READY_TRUE},
+							"inventory-cluster-b": {Resource: fromYAML(t, strings.Replace(inventoryB, "MEMBER-B", memberB, 1)), Ready: fnv1.Ready_READY_FALSE},
 							"peerset-cluster-a":   {Resource: peerSet(t, peerOfB, "ProviderConfig", "cluster-a"), Ready: fnv1.Ready_READY_FALSE},
 							"peerset-cluster-b":   {Resource: peerSet(t, peerOfA, "ClusterProviderConfig", "cluster-b"), Ready: fnv1.Ready_READY_FALSE},
 						},
@@ -432,8 +456,8 @@ spec: {forProvider: {manifest: {kind: Peer}}}
 					Desired: &fnv1.State{
 						Composite: &fnv1.Resource{Resource: unobservedStatus(t)},
 						Resources: map[string]*fnv1.Resource{
-							"inventory-cluster-a":                            {Resource: fromYAML(t, inventoryA), Ready: fnv1.Ready_READY_TRUE},
-							"inventory-cluster-b":                            {Resource: fromYAML(t, inventoryB), Ready: fnv1.Ready_READY_FALSE},
+							"inventory-cluster-a":                            {Resource: fromYAML(t, strings.Replace(inventoryA, "MEMBER-A", memberA, 1)), Ready: fnv1.Ready_READY_TRUE},
+							"inventory-cluster-b":                            {Resource: fromYAML(t, strings.Replace(inventoryB, "MEMBER-B", memberB, 1)), Ready: fnv1.Ready_READY_FALSE},
 							"peer-cluster-a-mesh-cluster-b-node-b1-2709b7b3": {Resource: kept, Ready: fnv1.Ready_READY_TRUE},
 							"peer-cluster-b-mesh-cluster-a-node-a1-713f87bb": {Resource: wantObject(t, peerOfA, "ClusterProviderConfig", "cluster-b"), Ready: fnv1.Ready_READY_FALSE},
 						},
@@ -457,8 +481,8 @@ spec: {forProvider: {manifest: {kind: Peer}}}
 					Desired: &fnv1.State{
 						Composite: &fnv1.Resource{Resource: unobservedStatus(t)},
 						Resources: map[string]*fnv1.Resource{
-							"inventory-cluster-a": {Resource: fromYAML(t, inventoryA), Ready: fnv1.Ready_READY_TRUE},
-							"inventory-cluster-b": {Resource: fromYAML(t, inventoryB), Ready: fnv1.Ready_READY_FALSE},
+							"inventory-cluster-a": {Resource: fromYAML(t, strings.Replace(inventoryA, "MEMBER-A", memberA, 1)), Ready: fnv1.Ready_READY_TRUE},
+							"inventory-cluster-b": {Resource: fromYAML(t, strings.Replace(inventoryB, "MEMBER-B", memberB, 1)), Ready: fnv1.Ready_READY_FALSE},
 							"peerset-cluster-a":   {Resource: peerSet(t, peerOfB, "ProviderConfig", "cluster-a"), Ready: fnv1.Ready_READY_FALSE},
 							"peerset-cluster-b":   {Resource: peerSet(t, peerOfA, "ClusterProviderConfig", "cluster-b"), Ready: fnv1.Ready_READY_FALSE},
 						},
@@ -495,8 +519,8 @@ status:
   - {name: cluster-b, reachable: false, unreachableSince: "2026-11-22T01:05:00Z", message: 'connect failed: cannot get ProviderConfig "network/cluster-b": not found', nodes: 0, segments: 0, peers: 0, skippedNodes: 0}
 `)},
 						Resources: map[string]*fnv1.Resource{
-							"inventory-cluster-a": {Resource: fromYAML(t, inventoryA), Ready: fnv1.Ready_READY_TRUE},
-							"inventory-cluster-b": {Resource: fromYAML(t, inventoryB), Ready: fnv1.Ready_READY_FALSE},
+							"inventory-cluster-a": {Resource: fromYAML(t, strings.Replace(inventoryA, "MEMBER-A", memberA, 1)), Ready: fnv1.Ready_READY_TRUE},
+							"inventory-cluster-b": {Resource: fromYAML(t, strings.Replace(inventoryB, "MEMBER-B", memberB, 1)), Ready: fnv1.Ready_READY_FALSE},
 							"peerset-cluster-a":   {Resource: emptyPeerSet(t, "ProviderConfig", "cluster-a"), Ready: fnv1.Ready_READY_FALSE},
 							"peerset-cluster-b":   {Resource: peerSet(t, peerOfA, "ClusterProviderConfig", "cluster-b"), Ready: fnv1.Ready_READY_FALSE},
 						},
@@ -533,8 +557,8 @@ conditions:
 					Desired: &fnv1.State{
 						Composite: &fnv1.Resource{Resource: st},
 						Resources: map[string]*fnv1.Resource{
-							"inventory-cluster-a":                            {Resource: fromYAML(t, inventoryA), Ready: fnv1.Ready_READY_TRUE},
-							"inventory-cluster-b":                            {Resource: fromYAML(t, inventoryB), Ready: fnv1.Ready_READY_TRUE},
+							"inventory-cluster-a":                            {Resource: fromYAML(t, strings.Replace(inventoryA, "MEMBER-A", memberA, 1)), Ready: fnv1.Ready_READY_TRUE},
+							"inventory-cluster-b":                            {Resource: fromYAML(t, strings.Replace(inventoryB, "MEMBER-B", memberB, 1)), Ready: fnv1.Ready_READY_TRUE},
 							"peer-cluster-a-mesh-cluster-b-node-b1-2709b7b3": {Resource: wantObject(t, peerOfB, "ProviderConfig", "cluster-a"), Ready: fnv1.Ready_READY_FALSE},
 							"peer-cluster-b-mesh-cluster-a-node-a1-713f87bb": {Resource: wantObject(t, peerOfA, "ClusterProviderConfig", "cluster-b"), Ready: fnv1.Ready_READY_FALSE},
 						},
@@ -613,7 +637,11 @@ func largeMesh(tb testing.TB, delivery string, clusters, nodes int) *fnv1.RunFun
 		}
 		observed[prefixInventory+name] = &fnv1.Resource{Resource: mustYAML(tb, inv.String())}
 	}
-	return request(mustYAML(tb, spec.String()), observed, noOtherMeshes)
+	required := map[string]*fnv1.Resources{}
+	for c := range clusters {
+		required[fmt.Sprintf("member-cluster-%02d", c)] = &fnv1.Resources{}
+	}
+	return request(mustYAML(tb, spec.String()), observed, required)
 }
 
 func mustYAML(tb testing.TB, y string) *structpb.Struct {
@@ -669,6 +697,126 @@ func TestResponseLimit(t *testing.T) {
 			}
 			if n := len(got.GetDesired().GetResources()); n != 0 {
 				t.Errorf("%s\nRunFunction(...): want no desired resources, got %d", tc.reason, n)
+			}
+		})
+	}
+}
+
+// TestSiblings pins which other meshes the function reads: only those that
+// compose a NodeInventory of one of its members (they write Peers into the
+// same cluster), by name, and never the mesh itself, so that the writes of
+// unrelated meshes and its own status cause it no watch events.
+func TestSiblings(t *testing.T) {
+	inv := func(t *testing.T, meshName string) *fnv1.Resource {
+		t.Helper()
+		return &fnv1.Resource{Resource: fromYAML(t, `{apiVersion: kube.kilomesh.io/v1alpha1, kind: NodeInventory, metadata: {name: x, annotations: {kilomesh.io/mesh-name: `+meshName+`}}}`)}
+	}
+	dev := func(t *testing.T, podsOfC string, created ...string) *fnv1.Resource {
+		t.Helper()
+		ts := "2026-01-01T00:00:00Z"
+		if len(created) > 0 {
+			ts = created[0]
+		}
+		return &fnv1.Resource{Resource: fromYAML(t, `
+apiVersion: kilomesh.io/v1alpha1
+kind: ClusterMesh
+metadata: {name: dev, namespace: network, creationTimestamp: "`+ts+`"}
+spec:
+  clusters:
+  - {name: cluster-b, providerConfigRef: {kind: ClusterProviderConfig, name: cluster-b}, podCIDRs: [10.2.0.0/16], wireguardCIDR: 10.202.0.0/16}
+  - {name: cluster-c, providerConfigRef: {name: cluster-c}, podCIDRs: [`+podsOfC+`], wireguardCIDR: 10.203.0.0/16}
+`)}
+	}
+	type want struct {
+		meshes  []string // mesh requirements
+		desired bool     // whether the function went on to compose
+		overlap bool
+	}
+	cases := map[string]struct {
+		reason   string
+		required func(t *testing.T) map[string]*fnv1.Resources
+		want     want
+	}{
+		"NeverItself": {
+			reason: "The mesh's own inventories name the mesh itself: it is not required.",
+			required: func(t *testing.T) map[string]*fnv1.Resources {
+				return map[string]*fnv1.Resources{
+					"member-cluster-a": {Items: []*fnv1.Resource{inv(t, "mesh")}},
+					"member-cluster-b": {Items: []*fnv1.Resource{inv(t, "mesh")}},
+				}
+			},
+			want: want{desired: true},
+		},
+		"AsksForASiblingByName": {
+			reason: "Another mesh's inventory of a shared member makes the function ask for that mesh by name before it composes anything.",
+			required: func(t *testing.T) map[string]*fnv1.Resources {
+				return map[string]*fnv1.Resources{
+					"member-cluster-a": {Items: []*fnv1.Resource{inv(t, "mesh")}},
+					"member-cluster-b": {Items: []*fnv1.Resource{inv(t, "mesh"), inv(t, "dev")}},
+				}
+			},
+			want: want{meshes: []string{"dev"}},
+		},
+		"SharedHubIsNoOverlap": {
+			reason: "A sibling that shares cluster-b as is, with disjoint other networks, lets the mesh compose.",
+			required: func(t *testing.T) map[string]*fnv1.Resources {
+				return map[string]*fnv1.Resources{
+					"member-cluster-a": {},
+					"member-cluster-b": {Items: []*fnv1.Resource{inv(t, "dev")}},
+					"mesh-dev":         {Items: []*fnv1.Resource{dev(t, "10.3.0.0/16")}},
+				}
+			},
+			want: want{meshes: []string{"dev"}, desired: true},
+		},
+		"SiblingOverlapFreezes": {
+			reason: "A sibling whose other member overlaps cluster-a's pods (both are routed into cluster-b) freezes the mesh.",
+			required: func(t *testing.T) map[string]*fnv1.Resources {
+				return map[string]*fnv1.Resources{
+					"member-cluster-a": {},
+					"member-cluster-b": {Items: []*fnv1.Resource{inv(t, "dev")}},
+					"mesh-dev":         {Items: []*fnv1.Resource{dev(t, "10.1.0.0/16")}},
+				}
+			},
+			want: want{meshes: []string{"dev"}, desired: true, overlap: true},
+		},
+		"YoungerSiblingDoesNotFreezeThisMesh": {
+			reason: "Of two overlapping meshes the younger freezes: a mesh created after this one cannot stop it.",
+			required: func(t *testing.T) map[string]*fnv1.Resources {
+				return map[string]*fnv1.Resources{
+					"member-cluster-a": {},
+					"member-cluster-b": {Items: []*fnv1.Resource{inv(t, "dev")}},
+					"mesh-dev":         {Items: []*fnv1.Resource{dev(t, "10.1.0.0/16", "2026-12-01T00:00:00Z")}},
+				}
+			},
+			want: want{meshes: []string{"dev"}, desired: true},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			f := &Function{log: logging.NewNopLogger(), ttl: time.Minute}
+			x := xr(t, "PeerSet", "10.2.0.0/16")
+			x.GetFields()["metadata"].GetStructValue().GetFields()["creationTimestamp"] = structpb.NewStringValue("2026-06-01T00:00:00Z")
+			rsp, err := f.RunFunction(context.Background(), request(x, observedTwo(t, "True"), tc.required(t)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got want
+			for key, sel := range rsp.GetRequirements().GetResources() {
+				if n, ok := strings.CutPrefix(key, "mesh-"); ok {
+					got.meshes = append(got.meshes, n)
+					if sel.GetMatchName() != n {
+						t.Errorf("%s\nrequirement %s: want a match by name %q, got %v", tc.reason, key, n, sel)
+					}
+				}
+			}
+			got.desired = len(rsp.GetDesired().GetResources()) > 0
+			for _, c := range rsp.GetConditions() {
+				if c.GetType() == "NetworksOverlap" && c.GetStatus() == fnv1.Status_STATUS_CONDITION_TRUE {
+					got.overlap = true
+				}
+			}
+			if diff := cmp.Diff(tc.want, got, cmp.AllowUnexported(want{})); diff != "" {
+				t.Errorf("%s\nRunFunction(...): -want, +got:\n%s", tc.reason, diff)
 			}
 		})
 	}

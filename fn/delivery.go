@@ -2,10 +2,12 @@ package main
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
 	"google.golang.org/protobuf/types/known/structpb"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	kilov1alpha1 "github.com/kilomesh/kilomesh/apis/kilo/v1alpha1"
 	meshv1alpha1 "github.com/kilomesh/kilomesh/apis/mesh/v1alpha1"
@@ -22,11 +24,14 @@ const maxDeliveryMessage = 300
 // composed before and why a member's Peers cannot be written.
 type deliverer interface {
 	// compose adds to desired the resources that hold the Peers of target
-	// c: the planned ones, and the kept ones composed before.
-	compose(cp *composition, c meshv1alpha1.Cluster, peers []kilov1alpha1.Peer, kept []composedPeer) error
-	// composed lists the Peers an observed composed resource holds, and
-	// false when the resource is not of this deliverer's kind.
-	composed(name string, s *structpb.Struct) ([]composedPeer, bool)
+	// c, sorted by name.
+	compose(cp *composition, c meshv1alpha1.Cluster, peers []kilov1alpha1.Peer) error
+	// target says which member an observed composed resource writes into,
+	// and false when the resource is not of this deliverer's kind.
+	target(name string, s *structpb.Struct) (string, bool)
+	// composed lists the Peers an observed composed resource of this
+	// deliverer's kind holds.
+	composed(name string, s *structpb.Struct) []composedPeer
 	// problems adds, by member, why its Peers cannot be written.
 	problems(o *observed, members map[string]bool, out map[string]string)
 }
@@ -51,9 +56,6 @@ type composedPeer struct {
 	source   string
 	name     string
 	spec     kilov1alpha1.PeerSpec
-	// raw is what the deliverer keeps as it is: the Object, or the
-	// PeerSet's item.
-	raw *structpb.Struct
 }
 
 // composedPeers lists every Peer the observed composed resources hold,
@@ -62,8 +64,8 @@ func composedPeers(o *observed) []composedPeer {
 	var out []composedPeer
 	for name, r := range o.resources {
 		for _, d := range deliverers {
-			if peers, ok := d.composed(name, r.GetResource()); ok {
-				out = append(out, peers...)
+			if _, ok := d.target(name, r.GetResource()); ok {
+				out = append(out, d.composed(name, r.GetResource())...)
 				break
 			}
 		}
@@ -96,24 +98,113 @@ func delivered(peers []composedPeer) map[string]map[string]mesh.DeliveredPeer {
 // must not remove the member's Peers everywhere until it is observed again.
 // A member never composed before has none to keep. The kept Peers count in
 // the status.
-func keepUnobserved(x *xrMesh, o *observed, peers []composedPeer, plan *mesh.Plan) map[string][]composedPeer {
+// The kept Peers are added to the plan's Peers of their target.
+func keepUnobserved(x *xrMesh, o *observed, plan *mesh.Plan) {
 	members := map[string]int{}
 	for i, c := range x.Spec.Clusters {
 		members[c.Name] = i
 	}
-	out := map[string][]composedPeer{}
-	for _, p := range peers {
+	owned := mesh.OwnedLabels(x.Namespace, x.Name)
+	kept := map[string]bool{}
+	for _, p := range o.composed {
 		_, source := members[p.source]
 		_, target := members[p.target]
 		inv, observed := o.inventories[p.source]
-		if !source || !target || p.source == p.target || (observed && inv.ObservedAt != nil) {
+		if !source || !target || p.source == p.target || (observed && inv.ObservedAt != nil) || kept[p.target+"/"+p.name] {
 			continue
 		}
-		out[p.target] = append(out[p.target], p)
+		// The same Peer may be held twice while the mesh changes delivery.
+		kept[p.target+"/"+p.name] = true
+		labels := map[string]string{meshv1alpha1.LabelSourceCluster: p.source}
+		for k, v := range owned {
+			labels[k] = v
+		}
+		plan.Peers[p.target] = append(plan.Peers[p.target], kilov1alpha1.Peer{
+			TypeMeta:   metav1.TypeMeta{APIVersion: kilov1alpha1.APIVersion, Kind: kilov1alpha1.Kind},
+			ObjectMeta: metav1.ObjectMeta{Name: p.name, Labels: labels},
+			Spec:       p.spec,
+		})
 		plan.Status.Clusters[members[p.source]].Peers++
 		plan.Status.PeerCount++
 	}
-	return out
+	for target := range plan.Peers {
+		peers := plan.Peers[target]
+		sort.SliceStable(peers, func(i, j int) bool { return peers[i].Name < peers[j].Name })
+	}
+}
+
+// orphanPolicies are the managementPolicies of a composed resource the mesh
+// is about to drop without deleting its Peers: it only observes, so
+// deleting it leaves what it wrote in place.
+var orphanPolicies = []string{"Observe"}
+
+// handOver keeps the resources of the delivery a mesh no longer uses, while
+// the mesh moves from one delivery to the other, so that no Peer is ever
+// deleted on the way: first they are desired as they are but observe-only,
+// then, once observed so, not at all, and Crossplane deletes them and leaves
+// their Peers to the new delivery, which owns them by their labels. A
+// resource of a member that left the mesh is not kept: its Peers go with it.
+func handOver(cp *composition, x *xrMesh, current deliverer) {
+	members := map[string]bool{}
+	for _, c := range x.Spec.Clusters {
+		members[c.Name] = true
+	}
+	for name, r := range cp.o.resources {
+		s := r.GetResource()
+		for _, d := range deliverers {
+			target, ok := d.target(name, s)
+			if !ok || d == current || !members[target] {
+				continue
+			}
+			if observeOnly(s) {
+				break // observed as observe-only: dropped, its Peers stay
+			}
+			keep := intent(s)
+			keep.GetFields()["spec"].GetStructValue().GetFields()["managementPolicies"] = stringList(orphanPolicies)
+			cp.put(name, keep)
+		}
+	}
+}
+
+// orphanConflicting keeps, observe-only, then drops, the Objects whose Peer
+// a Peer the mesh does not own now holds the name of (relabelled, or
+// replaced by hand): provider-kubernetes would delete that Peer with the
+// Object otherwise. A PeerSet checks ownership itself before it deletes.
+func orphanConflicting(cp *composition, plan *mesh.Plan) {
+	taken := map[string]bool{}
+	for _, c := range plan.Status.Clusters {
+		for _, conflict := range c.Conflicts {
+			if conflict.Reason == mesh.ReasonPeerNameConflict {
+				taken[c.Name+"/"+conflict.Peer] = true
+			}
+		}
+	}
+	if len(taken) == 0 {
+		return
+	}
+	for _, p := range cp.o.composed {
+		if _, desired := cp.desired[p.resource]; desired || !taken[p.target+"/"+p.name] {
+			continue
+		}
+		s := cp.o.resources[p.resource].GetResource()
+		if _, ok := (objectDelivery{}).target(p.resource, s); !ok || observeOnly(s) {
+			continue
+		}
+		keep := intent(s)
+		keep.GetFields()["spec"].GetStructValue().GetFields()["managementPolicies"] = stringList(orphanPolicies)
+		cp.put(p.resource, keep)
+	}
+}
+
+// observeOnly tells whether a composed resource is observed with
+// orphanPolicies.
+func observeOnly(s *structpb.Struct) bool {
+	values := get(s, "spec", "managementPolicies").GetListValue().GetValues()
+	got := make([]string, 0, len(values))
+	for _, v := range values {
+		got = append(got, v.GetStringValue())
+	}
+	return slices.Equal(got, orphanPolicies)
 }
 
 // deliveryProblems reads, from the observed Objects and PeerSets, which

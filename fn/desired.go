@@ -177,8 +177,9 @@ func compose(rsp *fnv1.RunFunctionResponse, x *xrMesh, o *observed, plan *mesh.P
 		conv:    newConverter(),
 		owned:   stringMap(mesh.OwnedLabels(x.Namespace, x.Name)),
 	}
-	kept := keepUnobserved(x, o, o.composed, plan)
+	keepUnobserved(x, o, plan)
 	d := delivererOf(x)
+	handOver(cp, x, d)
 	for _, c := range x.Spec.Clusters {
 		params := map[string]*structpb.Value{"ownedPeerLabels": cp.owned}
 		if c.NodeSelector != nil {
@@ -200,10 +201,11 @@ func compose(rsp *fnv1.RunFunctionResponse, x *xrMesh, o *observed, plan *mesh.P
 				"forProvider":       object(params),
 			}),
 		}})
-		if err := d.compose(cp, c, plan.Peers[c.Name], kept[c.Name]); err != nil {
+		if err := d.compose(cp, c, plan.Peers[c.Name]); err != nil {
 			return err
 		}
 	}
+	orphanConflicting(cp, plan)
 	if rsp.Desired == nil {
 		rsp.Desired = &fnv1.State{}
 	}

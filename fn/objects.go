@@ -23,7 +23,7 @@ const labelTargetCluster = "kilomesh.io/target-cluster"
 // peer-<target>-<peer>.
 type objectDelivery struct{}
 
-func (objectDelivery) compose(cp *composition, c meshv1alpha1.Cluster, peers []kilov1alpha1.Peer, kept []composedPeer) error {
+func (objectDelivery) compose(cp *composition, c meshv1alpha1.Cluster, peers []kilov1alpha1.Peer) error {
 	ref := providerConfigRef(c.ProviderConfigRef)
 	target := object(map[string]*structpb.Value{labelTargetCluster: str(c.Name)})
 	for i := range peers {
@@ -37,16 +37,17 @@ func (objectDelivery) compose(cp *composition, c meshv1alpha1.Cluster, peers []k
 			}),
 		}})
 	}
-	for _, k := range kept {
-		cp.put(k.resource, intent(k.raw))
-	}
 	return nil
 }
 
-func (objectDelivery) composed(name string, s *structpb.Struct) ([]composedPeer, bool) {
+func (objectDelivery) target(name string, s *structpb.Struct) (string, bool) {
 	if !strings.HasPrefix(name, prefixPeer) {
-		return nil, false
+		return "", false
 	}
+	return get(s, "metadata", "labels", labelTargetCluster).GetStringValue(), true
+}
+
+func (objectDelivery) composed(name string, s *structpb.Struct) []composedPeer {
 	manifest := get(s, "spec", "forProvider", "manifest")
 	return []composedPeer{{
 		resource: name,
@@ -54,8 +55,7 @@ func (objectDelivery) composed(name string, s *structpb.Struct) ([]composedPeer,
 		source:   get(manifest.GetStructValue(), "metadata", "labels", meshv1alpha1.LabelSourceCluster).GetStringValue(),
 		name:     get(manifest.GetStructValue(), "metadata", "name").GetStringValue(),
 		spec:     peerSpecOf(get(manifest.GetStructValue(), "spec")),
-		raw:      s,
-	}}, true
+	}}
 }
 
 // problems counts the failing Objects per member, quoting the first failure

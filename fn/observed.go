@@ -65,7 +65,7 @@ func (x *xrMesh) olderThan(t time.Time, name string) bool {
 
 func (x *xrMesh) delivery() deliveryMode {
 	if x.Spec.Delivery == "" {
-		return deliveryObjects
+		return deliveryPeerSet
 	}
 	return deliveryMode(x.Spec.Delivery)
 }

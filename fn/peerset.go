@@ -1,7 +1,6 @@
 package main
 
 import (
-	"sort"
 	"strings"
 
 	"google.golang.org/protobuf/proto"
@@ -27,20 +26,14 @@ type peerSetDelivery struct{}
 
 // compose writes the PeerSet of one target. The PeerSet adds its selector
 // labels to every Peer; each Peer carries only the label that is its own.
-func (peerSetDelivery) compose(cp *composition, c meshv1alpha1.Cluster, peers []kilov1alpha1.Peer, kept []composedPeer) error {
-	items := make([]*structpb.Value, len(peers), len(peers)+len(kept))
+func (peerSetDelivery) compose(cp *composition, c meshv1alpha1.Cluster, peers []kilov1alpha1.Peer) error {
+	items := make([]*structpb.Value, len(peers))
 	for i := range peers {
 		items[i] = object(map[string]*structpb.Value{
 			"name":   str(peers[i].Name),
 			"labels": cp.conv.sourceLabel(&peers[i]),
 			"spec":   cp.conv.peerSpec(&peers[i].Spec),
 		})
-	}
-	if len(kept) > 0 {
-		for _, k := range kept {
-			items = append(items, structpb.NewStructValue(proto.Clone(k.raw).(*structpb.Struct))) //nolint:forcetypeassert // Clone returns the type it is given.
-		}
-		sort.SliceStable(items, func(i, j int) bool { return peerNameOf(items[i]) < peerNameOf(items[j]) })
 	}
 	set := &structpb.Struct{Fields: map[string]*structpb.Value{
 		"apiVersion": str(kubev1alpha1.GroupVersion.String()),
@@ -61,13 +54,15 @@ func (peerSetDelivery) compose(cp *composition, c meshv1alpha1.Cluster, peers []
 	return nil
 }
 
-func (peerSetDelivery) composed(name string, s *structpb.Struct) ([]composedPeer, bool) {
-	target, ok := strings.CutPrefix(name, prefixPeerSet)
-	if !ok {
-		return nil, false
-	}
-	var out []composedPeer
-	for _, item := range get(s, "spec", "forProvider", "peers").GetListValue().GetValues() {
+func (peerSetDelivery) target(name string, _ *structpb.Struct) (string, bool) {
+	return strings.CutPrefix(name, prefixPeerSet)
+}
+
+func (peerSetDelivery) composed(name string, s *structpb.Struct) []composedPeer {
+	target := strings.TrimPrefix(name, prefixPeerSet)
+	items := get(s, "spec", "forProvider", "peers").GetListValue().GetValues()
+	out := make([]composedPeer, 0, len(items))
+	for _, item := range items {
 		i := item.GetStructValue()
 		out = append(out, composedPeer{
 			resource: name,
@@ -75,10 +70,9 @@ func (peerSetDelivery) composed(name string, s *structpb.Struct) ([]composedPeer
 			source:   get(i, "labels", meshv1alpha1.LabelSourceCluster).GetStringValue(),
 			name:     get(i, "name").GetStringValue(),
 			spec:     peerSpecOf(get(i, "spec")),
-			raw:      i,
 		})
 	}
-	return out, true
+	return out
 }
 
 // problems quotes why a PeerSet cannot apply its Peers: it cannot sync, or
@@ -96,8 +90,4 @@ func (peerSetDelivery) problems(o *observed, members map[string]bool, out map[st
 			out[target] = cut(c.message)
 		}
 	}
-}
-
-func peerNameOf(item *structpb.Value) string {
-	return get(item.GetStructValue(), "name").GetStringValue()
 }

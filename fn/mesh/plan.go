@@ -110,8 +110,7 @@ func Do(in *Input) (*Plan, error) {
 	for _, sc := range p.sources {
 		sc.finishSegments()
 		for _, n := range sc.notLeaders {
-			p.problem(sc.spec.Name, ReasonNodeNotLeader, fmt.Sprintf("%s carries %s but Kilo elects another leader for its segment; it is routed as a member",
-				n.obs.Name, kilov1alpha1.AnnotationWireguardIP))
+			p.problem(sc.spec.Name, ReasonNodeNotLeader, fmt.Sprintf("%s (Kilo elects %s)", n[0].obs.Name, n[1].obs.Name))
 		}
 	}
 	p.buildSegments()

@@ -31,7 +31,7 @@ const (
 	// neither routes them.
 	ReasonAllowedLocationIPConflict = "AllowedLocationIPConflict"
 	// ReasonNodeNotLeader: a node carries a WireGuard IP but Kilo elects
-	// another node to lead its segment.
+	// another node to lead its segment; it is routed as a member.
 	ReasonNodeNotLeader = "NodeNotLeader"
 	// ReasonPeerNameConflict: a Peer of the same name that the mesh does not
 	// own is in a member cluster.
@@ -121,9 +121,24 @@ func (p *planner) problemWarnings(cluster string) {
 	}
 	sort.Strings(kinds)
 	for _, k := range kinds {
+		what := k
+		if h, ok := problemHeadlines[k]; ok {
+			what += " (" + h + ")"
+		}
 		p.plan.Warnings = append(p.plan.Warnings, Warning{Cluster: cluster, Reason: k,
-			Message: fmt.Sprintf("cluster %s: %s: %s", cluster, k, listSome(sortedUnique(p.problems[cluster][k])))})
+			Message: fmt.Sprintf("cluster %s: %s: %s", cluster, what, listSome(sortedUnique(p.problems[cluster][k])))})
 	}
+}
+
+// problemHeadlines say in words what each problem kind withholds.
+var problemHeadlines = map[string]string{
+	ReasonNodeIPConflict:              "internal addresses not routed, routing them would break another route",
+	ReasonNodeIPOutOfRange:            "internal addresses outside the cluster's nodeCIDRs, not routed",
+	ReasonNodePodCIDRConflict:         "pod CIDRs two segments claim, routed by neither",
+	ReasonAllowedLocationIPOutOfRange: "allowed-location-ips outside the cluster's additionalCIDRs, not routed",
+	ReasonAllowedLocationIPConflict:   "allowed-location-ips of two segments overlap, routed by neither",
+	ReasonNodeNotLeader:               "nodes that carry kilo.squat.ai/wireguard-ip but do not lead, routed as members",
+	ReasonAnnotationInvalid:           "annotations that do not parse, ignored",
 }
 
 // conflictWarnings warns once per kind of conflict with foreign Peers in a

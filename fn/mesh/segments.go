@@ -114,8 +114,8 @@ type sourceCluster struct {
 	segments []*segment
 	location bool // Location granularity
 	// notLeaders are nodes that carry a WireGuard IP but do not lead their
-	// segment, reported as a problem.
-	notLeaders []*node
+	// segment, reported as a problem, with the leader Kilo elects.
+	notLeaders [][2]*node
 	// anchorCIDRs are the cluster's serviceCIDR and additionalCIDRs that its
 	// anchor Peer routes: all but those a location owns.
 	anchorCIDRs []netip.Prefix
@@ -398,7 +398,7 @@ func (sc *sourceCluster) locationSegments() {
 		s.leader = findLeader(s.members)
 		for _, m := range s.members {
 			if m != s.leader && m.kilo.WireguardIP != "" {
-				sc.notLeaders = append(sc.notLeaders, m)
+				sc.notLeaders = append(sc.notLeaders, [2]*node{m, s.leader})
 			}
 		}
 	}

@@ -5,6 +5,7 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"reflect"
 	"sort"
@@ -71,7 +72,7 @@ func traceXREvents(ctx context.Context) (*xrTracer, error) {
 	}
 	go func() { _ = ca.Start(ctx) }()
 	if !ca.WaitForCacheSync(ctx) {
-		return nil, fmt.Errorf("the watches of the management cluster did not sync")
+		return nil, errors.New("the watches of the management cluster did not sync")
 	}
 	// What happened before the tracer started is not counted.
 	x.mu.Lock()

@@ -161,6 +161,8 @@ type composition struct {
 	conv    *converter
 	// owned are the labels that mark the mesh's Peers in every member.
 	owned *structpb.Value
+	// maxPeerSet is the most bytes a PeerSet may hold.
+	maxPeerSet int
 }
 
 // put adds a composed resource, ready when its observed self is.
@@ -170,12 +172,16 @@ func (cp *composition) put(name string, s *structpb.Struct) {
 
 // compose writes the desired composed resources of a planned mesh: one
 // NodeInventory per member, and its Peers as its delivery writes them.
-func compose(rsp *fnv1.RunFunctionResponse, x *xrMesh, o *observed, plan *mesh.Plan) error {
+func compose(rsp *fnv1.RunFunctionResponse, x *xrMesh, o *observed, plan *mesh.Plan, maxPeerSet int) error {
+	if maxPeerSet == 0 {
+		maxPeerSet = maxPeerSetBytes
+	}
 	cp := &composition{
-		o:       o,
-		desired: map[string]*fnv1.Resource{},
-		conv:    newConverter(),
-		owned:   stringMap(mesh.OwnedLabels(x.Namespace, x.Name)),
+		o:          o,
+		desired:    map[string]*fnv1.Resource{},
+		conv:       newConverter(),
+		owned:      stringMap(mesh.OwnedLabels(x.Namespace, x.Name)),
+		maxPeerSet: maxPeerSet,
 	}
 	keepUnobserved(x, o, plan)
 	d := delivererOf(x)

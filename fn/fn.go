@@ -41,9 +41,10 @@ type Function struct {
 
 	log logging.Logger
 	ttl time.Duration
-	// maxResponse overrides maxResponseBytes; benchmarks raise it to measure
-	// meshes past the limit.
-	maxResponse int
+	// maxResponse and maxPeerSet override maxResponseBytes and
+	// maxPeerSetBytes; benchmarks raise them to measure meshes past the
+	// limits.
+	maxResponse, maxPeerSet int
 }
 
 // RunFunction plans the mesh of the observed ClusterMesh and composes its
@@ -99,7 +100,7 @@ func (f *Function) RunFunction(_ context.Context, req *fnv1.RunFunctionRequest) 
 		return rsp, nil
 	}
 
-	if err := compose(rsp, xr, obs, plan); err != nil {
+	if err := compose(rsp, xr, obs, plan, f.maxPeerSet); err != nil {
 		response.Fatal(rsp, errors.Wrap(err, errCompose))
 		return rsp, nil
 	}

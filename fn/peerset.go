@@ -47,8 +47,8 @@ func (peerSetDelivery) compose(cp *composition, c meshv1alpha1.Cluster, peers []
 		}),
 	}}
 	// A PeerSet the API server cannot store would fail on every write.
-	if n := proto.Size(set); n > maxPeerSetBytes {
-		return errors.Errorf(errFmtPeerSetTooLarge, c.Name, n>>10, maxPeerSetBytes>>10)
+	if n := proto.Size(set); n > cp.maxPeerSet {
+		return errors.Errorf(errFmtPeerSetTooLarge, c.Name, n>>10, cp.maxPeerSet>>10)
 	}
 	cp.put(prefixPeerSet+c.Name, set)
 	return nil

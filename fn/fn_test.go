@@ -669,7 +669,7 @@ func TestResponseLimit(t *testing.T) {
 		"PeerSetPointsToSplitting": {
 			reason:   "A PeerSet mesh beyond the response limit is told to split or shrink.",
 			delivery: "PeerSet",
-			clusters: 24, nodes: 120,
+			clusters: 8, nodes: 300,
 			hints: []string{"split the mesh", "4 MiB"},
 		},
 		"PeerSetOverEtcdLimit": {

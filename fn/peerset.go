@@ -3,7 +3,6 @@ package main
 import (
 	"strings"
 
-	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/crossplane/function-sdk-go/errors"
@@ -13,12 +12,14 @@ import (
 	meshv1alpha1 "github.com/kilomesh/kilomesh/apis/mesh/v1alpha1"
 )
 
-// maxPeerSetBytes is the most a PeerSet may hold: etcd refuses objects over
-// 1.5 MiB, and the rest is left for metadata and status.
-const maxPeerSetBytes = 1_300_000
+// maxPeerSetBytes is the most the Peers of one PeerSet may take as JSON.
+const maxPeerSetBytes = kubev1alpha1.MaxPeersBytes
 
-const errFmtPeerSetTooLarge = "the PeerSet of cluster %s needs %d KiB, more than the %d KiB one object can hold (etcd refuses objects over 1.5 MiB): " +
-	"use Location granularity, select fewer nodes with spec.clusters[].nodeSelector, or split the mesh"
+const (
+	errFmtPeerSetTooLarge = "the PeerSet of cluster %s needs %d KiB for its %d Peers, more than the %d KiB one object can hold (etcd refuses objects over 1.5 MiB, and a PeerSet stores its Peers twice): " +
+		"use Location granularity, select fewer nodes with spec.clusters[].nodeSelector, or split the mesh"
+	errMeasurePeerSet = "cannot measure the PeerSet"
+)
 
 // peerSetDelivery composes one provider-kilomesh PeerSet per member, named
 // peerset-<target>.
@@ -35,6 +36,15 @@ func (peerSetDelivery) compose(cp *composition, c meshv1alpha1.Cluster, peers []
 			"spec":   cp.conv.peerSpec(&peers[i].Spec),
 		})
 	}
+	list := structpb.NewListValue(&structpb.ListValue{Values: items})
+	// A PeerSet the API server cannot store would fail on every write.
+	b, err := list.MarshalJSON()
+	if err != nil {
+		return errors.Wrap(err, errMeasurePeerSet)
+	}
+	if len(b) > cp.maxPeerSet {
+		return errors.Errorf(errFmtPeerSetTooLarge, c.Name, len(b)>>10, len(items), cp.maxPeerSet>>10)
+	}
 	set := &structpb.Struct{Fields: map[string]*structpb.Value{
 		"apiVersion": str(kubev1alpha1.GroupVersion.String()),
 		"kind":       str(kubev1alpha1.PeerSetKind),
@@ -42,14 +52,10 @@ func (peerSetDelivery) compose(cp *composition, c meshv1alpha1.Cluster, peers []
 			"providerConfigRef": providerConfigRef(c.ProviderConfigRef),
 			"forProvider": object(map[string]*structpb.Value{
 				"selector": cp.owned,
-				"peers":    structpb.NewListValue(&structpb.ListValue{Values: items}),
+				"peers":    list,
 			}),
 		}),
 	}}
-	// A PeerSet the API server cannot store would fail on every write.
-	if n := proto.Size(set); n > cp.maxPeerSet {
-		return errors.Errorf(errFmtPeerSetTooLarge, c.Name, n>>10, cp.maxPeerSet>>10)
-	}
 	cp.put(prefixPeerSet+c.Name, set)
 	return nil
 }

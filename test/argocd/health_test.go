@@ -253,6 +253,31 @@ func TestHealth(t *testing.T) {
 			fixture: "render-skip-reasons.yaml",
 			want:    want{"Progressing", "NodeNoPublicKey"},
 		},
+		"RenderLeaderElection": {
+			reason:  "A location waiting for Kilo's new leader keeps the mesh Progressing, naming the node.",
+			fixture: "render-leader-election.yaml",
+			want:    want{"Progressing", "1 node skipped (NodeNoWireguardIP): node-a6"},
+		},
+		"RenderStaleLeader": {
+			reason:  "Nodes whose Kilo heartbeat is stale keep the mesh Progressing: they come back or are removed.",
+			fixture: "render-stale-leader.yaml",
+			want:    want{"Progressing", "NodeNotReady"},
+		},
+		"RenderNoInternalIP": {
+			reason:  "A node of its own segment waiting for its WireGuard IP keeps the mesh Progressing.",
+			fixture: "render-no-internal-ip.yaml",
+			want:    want{"Progressing", "NodeNoWireguardIP"},
+		},
+		"RenderAllowedLocationIPs": {
+			reason:  "A location range out of range is a warning, not a health problem.",
+			fixture: "render-allowed-location-ips.yaml",
+			want:    want{"Progressing", "Unready resources"},
+		},
+		"RenderForgedNode": {
+			reason:  "Forged node data is withheld and reported, not a health problem of the mesh.",
+			fixture: "render-forged-node.yaml",
+			want:    want{"Progressing", "Unready resources"},
+		},
 		"UndeliveredShortly": {
 			reason:  "Peers that cannot be written into a member for a short while keep the mesh Progressing, naming the member.",
 			fixture: "undelivered.yaml",

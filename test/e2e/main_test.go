@@ -53,6 +53,7 @@ var (
 	env     *stack.Env
 	kube    map[string]client.WithWatch
 	rec     *recorder
+	xrTrace *xrTracer
 	mgmt    client.WithWatch
 	report  *reporter
 	started = time.Now()
@@ -119,6 +120,10 @@ func run(m *testing.M) int {
 	}
 	rec, err = newRecorder(ctx, env, members)
 	if err != nil {
+		fmt.Fprintln(os.Stderr, "e2e:", err)
+		return 1
+	}
+	if xrTrace, err = traceXREvents(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, "e2e:", err)
 		return 1
 	}

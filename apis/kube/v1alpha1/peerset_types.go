@@ -104,6 +104,15 @@ type PeerSetParameters struct {
 	Peers []DesiredPeer `json:"peers,omitempty"`
 }
 
+// MaxPeersBytes is the most bytes the desired Peers of one PeerSet
+// (spec.forProvider.peers) may take as JSON. etcd refuses objects over
+// 1.5 MiB, and a composed PeerSet stores its Peers almost twice, in its
+// spec and in its managed fields: a realistic Peer takes about 355 bytes of
+// spec and 644 bytes stored. At this limit, about 1,970 Peers, a set takes
+// about 1.27 MB with room for its largest status. The function refuses to
+// compose a larger set, and the provider to apply one.
+const MaxPeersBytes = 700_000
+
 // Reasons a desired Peer of a PeerSet is not applied.
 const (
 	// ReasonPeerNameConflict: a Peer of the same name that the set does not

@@ -30,7 +30,6 @@ import (
 	kilov1alpha1 "github.com/kilomesh/kilomesh/apis/kilo/v1alpha1"
 	"github.com/kilomesh/kilomesh/apis/kube/v1alpha1"
 	"github.com/kilomesh/kilomesh/fn/mesh"
-	"github.com/kilomesh/kilomesh/provider/internal/controller/peerset"
 )
 
 // realisticPeers returns n Peers as the function composes them into a
@@ -115,16 +114,16 @@ func TestPeerSetBytes(t *testing.T) {
 	}
 	perPeer := len(spec) / sample
 	t.Logf("one Peer costs a PeerSet %d bytes of spec and %d bytes stored (managed fields included); the guard of %d bytes of spec allows about %d Peers",
-		perPeer, len(stored)/sample, peerset.MaxPeersBytes, peerset.MaxPeersBytes/perPeer)
+		perPeer, len(stored)/sample, v1alpha1.MaxPeersBytes, v1alpha1.MaxPeersBytes/perPeer)
 
 	// The largest set the guard lets through, and the largest status.
-	peers := realisticPeers(peerset.MaxPeersBytes/perPeer, 0)
+	peers := realisticPeers(v1alpha1.MaxPeersBytes/perPeer, 0)
 	for {
 		b, err := json.Marshal(peers)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(b) <= peerset.MaxPeersBytes {
+		if len(b) <= v1alpha1.MaxPeersBytes {
 			break
 		}
 		peers = peers[:len(peers)-1]

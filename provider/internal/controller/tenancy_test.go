@@ -187,7 +187,7 @@ func TestPeerSetTooLarge(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ps.Spec.ForProvider.Peers = realisticPeers(peerset.MaxPeersBytes*11/10/(len(sample)/100), 0)
+	ps.Spec.ForProvider.Peers = realisticPeers(v1alpha1.MaxPeersBytes*11/10/(len(sample)/100), 0)
 	if err := cp.kube.Create(ctx, ps); err != nil {
 		t.Fatal(err)
 	}

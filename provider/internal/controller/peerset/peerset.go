@@ -71,15 +71,6 @@ const (
 	msgFmtTaken = "a Peer named %q was created in the cluster by someone else; it is not taken over"
 )
 
-// MaxPeersBytes is the most bytes the desired Peers of one PeerSet may
-// take as JSON. etcd refuses objects over 1.5 MiB, and a composed PeerSet
-// stores its Peers almost twice: a realistic Peer takes 355 bytes of spec
-// and 644 bytes stored, managed fields included (TestPeerSetBytes). At the
-// guard, about 1,970 such Peers, the set takes 1.27 MB, which leaves room
-// for the largest status. A set over the guard is refused before anything
-// is written, instead of applying its Peers and then failing to record it.
-const MaxPeersBytes = 700_000
-
 // The status reports at most maxProblems problems, each message cut to
 // maxProblemBytes; the Ready condition counts them all.
 const (
@@ -237,14 +228,16 @@ func (e *external) Observe(ctx context.Context, cr *v1alpha1.PeerSet) (managed.E
 	}, nil
 }
 
-// checkSize refuses desired Peers that one PeerSet cannot hold.
+// checkSize refuses desired Peers that one PeerSet cannot hold
+// (v1alpha1.MaxPeersBytes, measured by TestPeerSetBytes), before anything is
+// written, instead of applying them and then failing to record the set.
 func checkSize(peers []v1alpha1.DesiredPeer) error {
 	b, err := json.Marshal(peers)
 	if err != nil {
 		return errors.Wrap(err, errMeasure)
 	}
-	if len(b) > MaxPeersBytes {
-		return errors.Errorf(errFmtTooLarge, len(peers), len(b), MaxPeersBytes)
+	if len(b) > v1alpha1.MaxPeersBytes {
+		return errors.Errorf(errFmtTooLarge, len(peers), len(b), v1alpha1.MaxPeersBytes)
 	}
 	return nil
 }

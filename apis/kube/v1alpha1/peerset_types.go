@@ -143,7 +143,9 @@ type PeerSetObservation struct {
 	// Applied is the number of desired Peers that are in the cluster as
 	// desired.
 	Applied int `json:"applied"`
-	// Problems are desired Peers that were not applied, sorted by name.
+	// Problems are desired Peers that were not applied, sorted by name: the
+	// first 100 of them, each message cut to 1 KiB. The Ready condition
+	// counts them all.
 	// +optional
 	Problems []PeerProblem `json:"problems,omitempty"`
 }

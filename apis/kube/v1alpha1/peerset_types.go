@@ -90,9 +90,12 @@ func (s *PeerSpec) Kilo() kilov1alpha1.PeerSpec {
 // PeerSetParameters are the Peers a PeerSet keeps in its cluster.
 type PeerSetParameters struct {
 	// Selector holds the labels that mark the Peers this set owns in the
-	// cluster. The set creates, corrects and deletes only Peers that carry
-	// all of them. It cannot change: Peers labelled with an old selector
-	// would no longer be recognised as the set's own.
+	// cluster. It must name a mesh (kilomesh.io/mesh); the provider adds
+	// app.kubernetes.io/managed-by: kilomesh and kilomesh.io/mesh-namespace:
+	// <the set's own namespace>, and refuses a selector that says otherwise.
+	// The set creates, corrects and deletes only Peers that carry all of
+	// them. It cannot change: Peers labelled with an old selector would no
+	// longer be recognised as the set's own.
 	// +kubebuilder:validation:MinProperties=1
 	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="selector is immutable"
 	Selector map[string]string `json:"selector"`
@@ -165,10 +168,10 @@ type PeerSetStatus struct {
 }
 
 // A PeerSet keeps a set of Kilo Peers in one member cluster, reached through
-// a provider-kubernetes ProviderConfig or ClusterProviderConfig. It applies
-// them with server-side apply and deletes the Peers it owns (those with its
-// selector labels) that are no longer in the set. It never changes a Peer
-// it does not own.
+// a provider-kubernetes ProviderConfig or ClusterProviderConfig. It creates
+// the missing ones, corrects its own with server-side apply and deletes the
+// Peers it owns (those with its selector labels) that are no longer in the
+// set. It never changes a Peer it does not own.
 //
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status

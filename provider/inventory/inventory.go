@@ -203,7 +203,7 @@ func Slim(n *corev1.Node) *corev1.Node {
 	out.Spec.PodCIDRs = n.Spec.PodCIDRs
 	var internal, external int
 	for _, a := range n.Status.Addresses {
-		switch a.Type { //nolint:exhaustive // Only the two address types of the contract are kept.
+		switch a.Type {
 		case corev1.NodeInternalIP:
 			if internal++; internal > MaxAddresses {
 				continue

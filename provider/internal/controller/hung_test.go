@@ -173,7 +173,9 @@ func TestHungMember(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			t.Cleanup(func() { forget(t, hungObjs) })
+			// The test's context ends before its cleanups run.
+			cleanup := context.WithoutCancel(ctx)
+			t.Cleanup(func() { forget(cleanup, t, hungObjs) })
 			// The healthy member's resources come once the hung member
 			// holds a request of the provider.
 			select {
@@ -195,10 +197,10 @@ func TestHungMember(t *testing.T) {
 			}
 			t.Cleanup(func() {
 				for _, obj := range []client.Object{ni, ps} {
-					if err := cp.kube.Delete(context.Background(), obj); err != nil {
+					if err := cp.kube.Delete(cleanup, obj); err != nil {
 						t.Error(err)
 					}
-					eventually(t, "the healthy member's resource is deleted", gone(context.Background(), obj))
+					eventually(t, "the healthy member's resource is deleted", gone(cleanup, obj))
 				}
 			})
 			eventually(t, tc.reason+" The healthy member's inventory publishes its node", func() error {
@@ -245,9 +247,8 @@ func TestHungMember(t *testing.T) {
 
 // forget deletes managed resources and, for those a member that never
 // answers keeps from finishing their deletion, removes their finalizers.
-func forget(t *testing.T, objs []client.Object) {
+func forget(ctx context.Context, t *testing.T, objs []client.Object) {
 	t.Helper()
-	ctx := context.Background()
 	for _, obj := range objs {
 		if err := client.IgnoreNotFound(cp.kube.Delete(ctx, obj)); err != nil {
 			t.Error(err)

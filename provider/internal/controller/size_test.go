@@ -19,6 +19,7 @@ package controller_test
 import (
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -36,14 +37,13 @@ import (
 // PeerSet: a name of mesh, cluster and node with a hash, the source label,
 // a pod CIDR, an internal and a WireGuard host route, an endpoint and a
 // keepalive.
-func realisticPeers(n, from int) []v1alpha1.DesiredPeer {
+func realisticPeers(n int) []v1alpha1.DesiredPeer {
 	out := make([]v1alpha1.DesiredPeer, n)
-	for j := range n {
-		i := from + j
+	for i := range n {
 		cluster := fmt.Sprintf("cluster-%02d", i%64)
 		var k [kilov1alpha1.KeyLen]byte
 		copy(k[:], fmt.Sprintf("size-%026d", i))
-		out[j] = v1alpha1.DesiredPeer{
+		out[i] = v1alpha1.DesiredPeer{
 			Name:   mesh.PeerName("platform-network", "production-mesh", cluster, fmt.Sprintf("ip-10-%d-%d-%d.eu-west-1.compute.internal", i/65536%256, i/256%256, i%256)),
 			Labels: map[string]string{"kilomesh.io/source-cluster": cluster},
 			Spec: v1alpha1.PeerSpec{
@@ -99,7 +99,7 @@ func TestPeerSetBytes(t *testing.T) {
 	}
 
 	const sample = 500
-	apply(composed(t, ns, "sample", realisticPeers(sample, 0)))
+	apply(composed(t, ns, "sample", realisticPeers(sample)))
 	got := &v1alpha1.PeerSet{}
 	if err := cp.kube.Get(ctx, client.ObjectKey{Namespace: ns, Name: "sample"}, got); err != nil {
 		t.Fatal(err)
@@ -117,7 +117,7 @@ func TestPeerSetBytes(t *testing.T) {
 		perPeer, len(stored)/sample, v1alpha1.MaxPeersBytes, v1alpha1.MaxPeersBytes/perPeer)
 
 	// The largest set the guard lets through, and the largest status.
-	peers := realisticPeers(v1alpha1.MaxPeersBytes/perPeer, 0)
+	peers := realisticPeers(v1alpha1.MaxPeersBytes / perPeer)
 	for {
 		b, err := json.Marshal(peers)
 		if err != nil {
@@ -137,7 +137,7 @@ func TestPeerSetBytes(t *testing.T) {
 		ps.Status.AtProvider = v1alpha1.PeerSetObservation{Desired: len(peers)}
 		for i := range 100 {
 			ps.Status.AtProvider.Problems = append(ps.Status.AtProvider.Problems, v1alpha1.PeerProblem{
-				Peer: strings.Repeat("p", 253), Reason: v1alpha1.ReasonPeerInvalid, Message: strings.Repeat(fmt.Sprint(i%10), 1024),
+				Peer: strings.Repeat("p", 253), Reason: v1alpha1.ReasonPeerInvalid, Message: strings.Repeat(strconv.Itoa(i%10), 1024),
 			})
 		}
 		return cp.kube.Status().Update(ctx, ps)

@@ -183,11 +183,11 @@ func TestPeerSetTooLarge(t *testing.T) {
 	ps.Spec.ProviderConfigReference = ref(clients.KindProviderConfig, "member")
 	ps.Spec.ForProvider.Selector = mesh.OwnedLabels(ns, "mesh")
 	// A tenth over the guard: an object the API server still stores.
-	sample, err := json.Marshal(realisticPeers(100, 0))
+	sample, err := json.Marshal(realisticPeers(100))
 	if err != nil {
 		t.Fatal(err)
 	}
-	ps.Spec.ForProvider.Peers = realisticPeers(v1alpha1.MaxPeersBytes*11/10/(len(sample)/100), 0)
+	ps.Spec.ForProvider.Peers = realisticPeers(v1alpha1.MaxPeersBytes * 11 / 10 / (len(sample) / 100))
 	if err := cp.kube.Create(ctx, ps); err != nil {
 		t.Fatal(err)
 	}

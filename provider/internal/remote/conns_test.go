@@ -234,6 +234,30 @@ func TestBounded(t *testing.T) {
 	})
 }
 
+// TestStalled starts a feed against a server that starts a streaming list
+// and then says nothing, and never answers a list: the feed, pending at
+// first, reports it after twice its timeout instead of staying pending.
+func TestStalled(t *testing.T) {
+	silent := watch.NewFake()
+	lw := lister{
+		list: func(ctx context.Context, _ metav1.ListOptions) (runtime.Object, error) {
+			<-ctx.Done()
+			return nil, ctx.Err()
+		},
+		watch: func(context.Context, metav1.ListOptions) (watch.Interface, error) { return silent, nil },
+	}
+	var wakes atomic.Int64
+	f := startFeed(t.Context(), feedConfig{what: "Nodes", lw: lw, obj: &metav1.PartialObjectMetadata{}, changed: func() { wakes.Add(1) }, gone: func() {}, timeout: 50 * time.Millisecond})
+	t.Cleanup(f.stop)
+	_, err := settled(t, f)
+	if want := errors.Errorf(errFmtStalled, "Nodes", 100*time.Millisecond); err == nil || err.Error() != want.Error() {
+		t.Errorf("a feed whose first list never ends: want %v, got %v", want, err)
+	}
+	if wakes.Load() == 0 {
+		t.Error("the users of a stalled feed are not woken")
+	}
+}
+
 // TestRelistWithoutStreamingLists relists a synced feed against a server
 // that refuses streaming lists, as clusters before Kubernetes 1.32 do: the
 // refused probe is no failure of the cluster, so the feed neither reports

@@ -34,6 +34,7 @@ import (
 const (
 	errFmtPending = "cannot read %s"
 	errFmtTimeout = "the cluster did not answer a request for %s within %s"
+	errFmtStalled = "the cluster has not listed its %s within %s"
 )
 
 // ErrPending is returned for a watch that has neither listed its objects
@@ -120,6 +121,11 @@ type feed struct {
 	// handlers read it instead of asking the informer, which holds its
 	// queue's lock while it calls them.
 	listed atomic.Bool
+	// stalled is set when the first list has had no outcome for twice the
+	// timeout: a server that started a streaming list and went silent
+	// neither lists nor fails.
+	stalled    atomic.Bool
+	stallAfter time.Duration
 
 	mu  sync.Mutex
 	err error
@@ -152,7 +158,7 @@ type feedConfig struct {
 // startFeed starts a watch.
 func startFeed(ctx context.Context, fc feedConfig) *feed {
 	ctx, cancel := context.WithCancel(ctx)
-	f := &feed{what: fc.what, cancel: cancel, next: make(chan struct{})}
+	f := &feed{what: fc.what, cancel: cancel, next: make(chan struct{}), stallAfter: 2 * fc.timeout}
 	lw := fc.lw.bounded(fc.what, fc.timeout)
 	changed, gone := fc.changed, fc.gone
 	f.store, f.ctl = cache.NewInformerWithOptions(cache.InformerOptions{
@@ -199,6 +205,16 @@ func startFeed(ctx context.Context, fc feedConfig) *feed {
 			changed()
 		}
 	}()
+	if f.stallAfter > 0 {
+		t := time.AfterFunc(f.stallAfter, func() {
+			if ctx.Err() == nil && !f.listed.Load() {
+				f.stalled.Store(true)
+				f.signal()
+				changed()
+			}
+		})
+		context.AfterFunc(ctx, func() { t.Stop() })
+	}
 	return f
 }
 
@@ -262,6 +278,8 @@ func (f *feed) items() ([]any, error) {
 		return nil, err
 	case f.ctl.HasSynced():
 		return f.store.List(), nil
+	case f.stalled.Load():
+		return nil, errors.Errorf(errFmtStalled, f.what, f.stallAfter)
 	default:
 		return nil, errors.Wrapf(ErrPending, errFmtPending, f.what)
 	}

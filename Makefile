@@ -63,7 +63,7 @@ e2e: ## End-to-end tests on local API servers, Crossplane and kilomesh's package
 	go test -tags e2e -count=1 -v -timeout 120m ./test/e2e/...
 
 .PHONY: test
-test: check-generate lint unit fuzz render-check docs-check e2e ## Run every test.
+test: check-generate lint unit fuzz package-check render-check docs-check e2e ## Run every test.
 
 .PHONY: bench
 bench: ## Run the benchmarks: function and planner, then provider-kilomesh against real API servers (~5 min).
@@ -72,10 +72,15 @@ bench: ## Run the benchmarks: function and planner, then provider-kilomesh again
 	go test -tags bench -count=1 -timeout 40m -v ./provider/bench/
 
 .PHONY: images
-images: ## Build the function, provider and configuration packages into _output/ without Docker.
+images: ## Build the packages (function and provider for linux/amd64 and linux/arm64) into _output/ without Docker; PUSH=host:port publishes them.
 	package/build.sh function
 	package/build.sh provider
 	package/build.sh configuration
+	if [ -n "$(PUSH)" ]; then package/push.sh "$(PUSH)"; fi
+
+.PHONY: package-check
+package-check: images ## Validate every document and example the packages hold with crossplane resource validate.
+	package/check.sh
 
 .PHONY: demo
 demo: ## A three-cluster ClusterMesh on local API servers and Crossplane: the Peers every member gets.

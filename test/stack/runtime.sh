@@ -34,8 +34,8 @@
 # RuntimeHealthy condition once the process is ready.
 #
 # A process of the active revision that is stopped (down.sh NAME) stays
-# stopped: start.sh NAME brings it back. Tokens last STACK_TOKEN_TTL
-# (default 48h).
+# stopped: start.sh NAME brings it back. The process of a package that is
+# uninstalled stops. Tokens last STACK_TOKEN_TTL (default 48h).
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 . "$(dirname "$0")/lib.sh"
@@ -149,7 +149,15 @@ sync() {
   local proc=$1 pkg=$2 kind=$3 revs rev uid image bin kcfg dep sa tls
   revs=$(kc get "${kind}revisions.pkg.crossplane.io" -l "pkg.crossplane.io/package=$pkg" -o json) || return 1
   rev=$(jq -r '[.items[] | select(.spec.desiredState == "Active")] | if length == 1 then .[0].metadata.name else "" end' <<<"$revs")
-  [ -n "$rev" ] || return 1
+  if [ -z "$rev" ]; then
+    # The package is gone (uninstalled): its Deployment would be too.
+    if [ -f "$rt/$proc.revision" ] && [ "$(jq '.items | length' <<<"$revs")" = 0 ]; then
+      stack_log "$proc: package $pkg uninstalled, stopping"
+      stack_stop "$proc"
+      rm -f "$rt/$proc.revision"
+    fi
+    return 1
+  fi
   [ "$(cat "$rt/$proc.revision" 2>/dev/null)" != "$rev" ] || return 0
   uid=$(jq -r --arg r "$rev" '.items[] | select(.metadata.name == $r) | .metadata.uid' <<<"$revs")
   image=$(jq -r --arg r "$rev" '.items[] | select(.metadata.name == $r) | .status.resolvedImage // ""' <<<"$revs")

@@ -17,15 +17,16 @@ tools: ## Build the test and code generation tools (first time ~11 min on 2 core
 	test/tools/build.sh
 
 .PHONY: generate
-generate: ## Regenerate deep-copy methods, CRDs, the XRD and the API reference.
+generate: ## Regenerate deep-copy methods, CRDs, the XRD, the API reference and the render scenarios' copies of the Composition and XRD.
 	test/tools/build.sh controller-gen angryjet
 	cd apis && go generate ./...
+	test/render/sync.sh
 
 .PHONY: check-generate
 check-generate: generate ## Fail when generated files are out of date.
-	@if [ -n "$$(git status --porcelain -- apis package test/crds docs)" ]; then \
-	  git status --porcelain -- apis package test/crds docs; \
-	  git diff -- apis package test/crds docs | head -50; \
+	@if [ -n "$$(git status --porcelain -- apis package test/crds docs examples/render)" ]; then \
+	  git status --porcelain -- apis package test/crds docs examples/render; \
+	  git diff -- apis package test/crds docs examples/render | head -50; \
 	  echo "generated files are out of date: run 'make generate' and commit the result" >&2; exit 1; fi
 
 .PHONY: lint

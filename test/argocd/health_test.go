@@ -457,8 +457,8 @@ func TestSandbox(t *testing.T) {
 	}
 }
 
-// TestConfigMap checks that the argocd-cm snippet carries health.lua
-// exactly.
+// TestConfigMap checks that the argocd-cm snippet carries every health
+// check exactly.
 func TestConfigMap(t *testing.T) {
 	cm := struct {
 		APIVersion string            `json:"apiVersion"`
@@ -472,12 +472,22 @@ func TestConfigMap(t *testing.T) {
 	if cm.Kind != "ConfigMap" || cm.Metadata["name"] != "argocd-cm" {
 		t.Errorf("%s is a %s named %v, want the ConfigMap argocd-cm", argocdCM, cm.Kind, cm.Metadata["name"])
 	}
-	got, ok := cm.Data[healthKey]
-	if !ok {
-		t.Fatalf("%s has no data key %s", argocdCM, healthKey)
+	checks := map[string]string{healthKey: healthLua}
+	for _, m := range managedChecks {
+		checks[m.key] = m.script
 	}
-	if want := readFile(t, healthLua); got != want {
-		t.Errorf("%s: data[%s] differs from %s; paste the file again, indented by four spaces", argocdCM, healthKey, healthLua)
+	for key, script := range checks {
+		got, ok := cm.Data[key]
+		if !ok {
+			t.Errorf("%s has no data key %s", argocdCM, key)
+			continue
+		}
+		if want := readFile(t, script); got != want {
+			t.Errorf("%s: data[%s] differs from %s; paste the file again, indented by four spaces", argocdCM, key, script)
+		}
+	}
+	if len(cm.Data) != len(checks) {
+		t.Errorf("%s holds %d keys, want %d", argocdCM, len(cm.Data), len(checks))
 	}
 }
 

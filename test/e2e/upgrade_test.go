@@ -71,6 +71,7 @@ func TestUpgradeAndUninstall(t *testing.T) {
 
 	t.Run("multi-platform packages in the registry", func(t *testing.T) { testPlatforms(ctx, t) })
 	t.Run("packages run as their ServiceAccounts", func(t *testing.T) { testIdentities(ctx, t) })
+	t.Run("the mesh of docs/install.md", func(t *testing.T) { testInstallGuideMesh(ctx, t) })
 	ref := meshRef{ns: "upgrade", name: "mesh"}
 	if !t.Run("a mesh on "+fromVersion, func(t *testing.T) { testUpgradeMesh(ctx, t, ref) }) {
 		t.FailNow()
@@ -382,6 +383,74 @@ func whoami(ctx context.Context, kubeconfig string) (string, bool, error) {
 	}
 	badTokens = append(badTokens, cfg.BearerToken)
 	return r.Status.UserInfo.Username, claims.Exp > 0, nil
+}
+
+// doc runs a shell block of the documentation against the stack
+// (test/stack/doc.sh) and returns what it prints.
+func doc(ctx context.Context, file, name string, vars ...string) (string, error) {
+	cmd := exec.CommandContext(ctx, filepath.Join(top, "test", "stack", "doc.sh"), append([]string{file, name}, vars...)...)
+	cmd.Stderr = os.Stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return string(out), fmt.Errorf("%s, block %s: %w", file, name, err)
+	}
+	return string(out), nil
+}
+
+// testInstallGuideMesh runs steps 3 and 4 of docs/install.md as they are:
+// the member identities, Secrets and ProviderConfigs of namespace network,
+// examples/mesh.yaml, and the Peers it shows in cluster-b. Then the mesh
+// goes again: the upgrade test needs the members' keys for a mesh of its
+// own.
+func testInstallGuideMesh(ctx context.Context, t *testing.T) {
+	ref := meshRef{ns: "network", name: "mesh"}
+	resetNodes(ctx, t)
+	if err := script(ctx, "providerconfigs.sh", append([]string{ref.ns}, meshMembers...)...); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	out, err := doc(ctx, "docs/install.md", "mesh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("docs/install.md, mesh:\n%s", out)
+	ready := time.Since(start)
+	if cols := columns(out[strings.Index(out, "NAME "):]); cols["READY"] != "True" || cols["CLUSTERS"] != "3" {
+		t.Errorf("the mesh of docs/install.md shows %v", cols)
+	}
+	waitConverged(ctx, t, ref, convergeTimeout)
+	out, err = doc(ctx, "docs/install.md", "peers")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var shown []string
+	for _, l := range strings.Split(strings.TrimSpace(out), "\n")[1:] {
+		shown = append(shown, strings.Fields(l)[0])
+	}
+	var want []string
+	for _, p := range meshPeers("cluster-b", ref) {
+		want = append(want, p.Name)
+	}
+	sort.Strings(want)
+	if strings.Join(shown, " ") != strings.Join(want, " ") || len(want) == 0 {
+		t.Errorf("docs/install.md shows the Peers %v in cluster-b, which holds %v", shown, want)
+	}
+	report.notef("docs/install.md: examples/mesh.yaml was Ready %.1fs after kubectl apply", ready.Seconds())
+
+	if _, err := kubectl(ctx, env.Management(), "delete", "-f", filepath.Join(top, "examples", "mesh.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(ctx, t, "the Peers and managed resources of "+ref.String()+" to go", func() error {
+		for _, m := range rec.memberNames() {
+			if n := len(meshPeers(m, ref)); n > 0 {
+				return fmt.Errorf("%s holds %d Peers of %s", m, n, ref)
+			}
+		}
+		if left := managedResources(ctx, t, ref.ns); len(left) > 0 {
+			return fmt.Errorf("left: %s", strings.Join(left, ", "))
+		}
+		return nil
+	})
 }
 
 // upgradeMember is cluster-c's entry of the upgrade test's mesh: it is

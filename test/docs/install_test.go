@@ -111,7 +111,7 @@ type example struct {
 			ConfigRef struct{ Name string } `json:"configRef"`
 		} `json:"runtime"`
 	} `json:"spec"`
-	StringData map[string]string `json:"stringData"`
+	StringData map[string]string     `json:"stringData"`
 	RoleRef    struct{ Name string } `json:"roleRef"`
 	Subjects   []struct {
 		Kind, Name, Namespace string

@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -223,13 +224,13 @@ func checkImage(ctx context.Context, t *testing.T, binary, platform, ref string)
 // extract writes the file at path of an image's file system to out.
 func extract(ctx context.Context, ref, path, out string) error {
 	pr, pw := io.Pipe()
-	done := make(chan error, 1)
+	done := make(chan struct{})
 	go func() {
+		defer close(done)
 		_, err := crane(ctx, pw, "export", ref, "-")
 		pw.CloseWithError(err)
-		done <- err
 	}()
-	defer func() { pr.Close(); <-done }()
+	defer func() { _ = pr.Close(); <-done }()
 	tr := tar.NewReader(pr)
 	for {
 		h, err := tr.Next()
@@ -246,7 +247,7 @@ func extract(ctx context.Context, ref, path, out string) error {
 		if err != nil {
 			return err
 		}
-		_, err = io.Copy(f, tr) //nolint:gosec // a binary of the project's own image
+		_, err = io.Copy(f, tr)
 		if cerr := f.Close(); err == nil {
 			err = cerr
 		}
@@ -415,7 +416,11 @@ func testInstallGuideMesh(ctx context.Context, t *testing.T) {
 	}
 	t.Logf("docs/install.md, mesh:\n%s", out)
 	ready := time.Since(start)
-	if cols := columns(out[strings.Index(out, "NAME "):]); cols["READY"] != "True" || cols["CLUSTERS"] != "3" {
+	table := out
+	if i := strings.Index(out, "NAME "); i >= 0 {
+		table = out[i:]
+	}
+	if cols := columns(table); cols["READY"] != "True" || cols["CLUSTERS"] != "3" {
 		t.Errorf("the mesh of docs/install.md shows %v", cols)
 	}
 	waitConverged(ctx, t, ref, convergeTimeout)
@@ -503,7 +508,7 @@ func testUpgradeMesh(ctx context.Context, t *testing.T, ref meshRef) {
 	rows := tableRows(out)
 	for _, inv := range l.Items {
 		nodes, _, _ := unstructured.NestedSlice(inv.Object, "status", "atProvider", "nodes")
-		if got, want := rows[inv.GetName()]["NODES"], fmt.Sprint(len(nodes)); got != want || len(nodes) == 0 {
+		if got, want := rows[inv.GetName()]["NODES"], strconv.Itoa(len(nodes)); got != want || len(nodes) == 0 {
 			t.Errorf("kubectl get nodeinventories shows NODES=%q for %s, which publishes %s nodes:\n%s", got, inv.GetName(), want, out)
 		}
 	}
@@ -710,40 +715,55 @@ func testUpgrade(ctx context.Context, t *testing.T, ref meshRef) {
 // of the configs can do; no Peer may be deleted meanwhile.
 func testConfigFollowed(ctx context.Context, t *testing.T, ref meshRef) {
 	t0 := time.Now()
-	for _, c := range []struct {
-		member, kind, name, ns string
-	}{
+	for _, c := range []configOf{
 		{"cluster-b", "ProviderConfig", "cluster-b", ref.ns},
 		{"cluster-c", "ClusterProviderConfig", upgradeClusterProviderConfig, ""},
 	} {
-		noRBACProviderConfig(ctx, t, ref.ns, c.member)
-		pc := &unstructured.Unstructured{}
-		pc.SetAPIVersion("kubernetes.m.crossplane.io/v1alpha1")
-		pc.SetKind(c.kind)
-		pc.SetNamespace(c.ns)
-		pc.SetName(c.name)
-		point := func(secret string) {
-			t.Helper()
-			patch := fmt.Sprintf(`{"spec":{"credentials":{"secretRef":{"name":%q}}}}`, secret)
-			if err := mgmt.Patch(ctx, pc, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
-				t.Fatal(err)
-			}
-		}
-		start := time.Now()
-		point(c.member + "-norbac-kubeconfig")
-		// Pointed back even when a check fails, so that the uninstall can
-		// still reach the member.
-		defer point(c.member + "-kubeconfig")
-		waitInventorySynced(ctx, t, ref, c.member, "False", "forbidden")
-		refused := time.Since(start)
-		point(c.member + "-kubeconfig")
-		waitInventorySynced(ctx, t, ref, c.member, "True")
-		report.notef("%s %s pointed at credentials without RBAC: the NodeInventory of %s reported the refusal after %.1fs, and was synced again %.1fs after the config was pointed back",
-			c.kind, c.name, c.member, refused.Seconds(), time.Since(start).Seconds()-refused.Seconds())
+		followConfig(ctx, t, ref, c)
 	}
 	waitCondition(ctx, t, ref, "ClustersReachable", "True", convergeTimeout)
 	noDeletes(t, t0, ownedBy(ref), "members' configs were pointed at credentials without RBAC")
 	waitConverged(ctx, t, ref, convergeTimeout)
+}
+
+// configOf names the provider-kubernetes config of a member.
+type configOf struct {
+	member, kind, name, ns string
+}
+
+// followConfig points a member's config at credentials without RBAC and
+// back, and times how its NodeInventory follows.
+func followConfig(ctx context.Context, t *testing.T, ref meshRef, c configOf) {
+	t.Helper()
+	noRBACProviderConfig(ctx, t, ref.ns, c.member)
+	pc := &unstructured.Unstructured{}
+	pc.SetAPIVersion("kubernetes.m.crossplane.io/v1alpha1")
+	pc.SetKind(c.kind)
+	pc.SetNamespace(c.ns)
+	pc.SetName(c.name)
+	point := func(secret string) error {
+		patch := fmt.Sprintf(`{"spec":{"credentials":{"secretRef":{"name":%q}}}}`, secret)
+		return mgmt.Patch(ctx, pc, client.RawPatch(types.MergePatchType, []byte(patch)))
+	}
+	start := time.Now()
+	if err := point(c.member + "-norbac-kubeconfig"); err != nil {
+		t.Fatal(err)
+	}
+	// Pointed back even when a check fails, so that the uninstall can
+	// still reach the member.
+	defer func() {
+		if err := point(c.member + "-kubeconfig"); err != nil {
+			t.Error(err)
+		}
+	}()
+	waitInventorySynced(ctx, t, ref, c.member, "False", "forbidden")
+	refused := time.Since(start)
+	if err := point(c.member + "-kubeconfig"); err != nil {
+		t.Fatal(err)
+	}
+	waitInventorySynced(ctx, t, ref, c.member, "True")
+	report.notef("%s %s pointed at credentials without RBAC: the NodeInventory of %s reported the refusal after %.1fs, and was synced again %.1fs after the config was pointed back",
+		c.kind, c.name, c.member, refused.Seconds(), time.Since(start).Seconds()-refused.Seconds())
 }
 
 // waitInventorySynced waits until the NodeInventory of a member of a mesh
@@ -838,7 +858,7 @@ func testUninstall(ctx context.Context, t *testing.T) {
 			u.SetAPIVersion("apiextensions.k8s.io/v1")
 			u.SetKind("CustomResourceDefinition")
 			if err := mgmt.Get(ctx, client.ObjectKey{Name: crd}, u); !kerrors.IsNotFound(err) {
-				return fmt.Errorf("the CRD %s is still there (%v)", crd, err)
+				return fmt.Errorf("the CRD %s is still there (%w)", crd, err)
 			}
 		}
 		return nil

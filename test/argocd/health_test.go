@@ -382,15 +382,7 @@ func TestHealth(t *testing.T) {
 	for _, tc := range cases {
 		used[tc.fixture] = true
 	}
-	fixtures, err := filepath.Glob(filepath.Join(testdataDir, "*.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range fixtures {
-		if !used[filepath.Base(f)] {
-			t.Errorf("no case of TestHealth judges %s", f)
-		}
-	}
+	checkJudged(t, "", used)
 
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -412,6 +404,21 @@ func TestHealth(t *testing.T) {
 					tc.reason, tc.fixture, now, status, message, tc.want.status, tc.want.message)
 			}
 		})
+	}
+}
+
+// checkJudged fails for every fixture of a folder of testdata that no case
+// judges: used holds the fixtures' paths relative to testdata.
+func checkJudged(t *testing.T, dir string, used map[string]bool) {
+	t.Helper()
+	fixtures, err := filepath.Glob(filepath.Join(testdataDir, dir, "*.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range fixtures {
+		if rel, _ := filepath.Rel(testdataDir, f); !used[rel] {
+			t.Errorf("no case of %s judges %s", t.Name(), f)
+		}
 	}
 }
 

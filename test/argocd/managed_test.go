@@ -7,16 +7,21 @@ import (
 	"time"
 )
 
-// A managedCheck is the health check of one kind of provider-kilomesh's
-// managed resources, and the folder of testdata it is tried on: objects as
-// provider-kilomesh reported them on the local stack, and a few edited.
+// healthManaged is the health check of provider-kilomesh's managed
+// resources.
+const healthManaged = "../../examples/argocd/health-managed.lua"
+
+// A managedCheck is the argocd-cm key of one kind of provider-kilomesh's
+// managed resources, and the folder of testdata the check is tried on:
+// objects as provider-kilomesh reported them on the local stack, and a few
+// edited.
 type managedCheck struct {
 	key, script, fixtures string
 }
 
 var managedChecks = map[string]managedCheck{
-	"NodeInventory": {"resource.customizations.health.kube.kilomesh.io_NodeInventory", "../../examples/argocd/health-nodeinventory.lua", "nodeinventory"},
-	"PeerSet":       {"resource.customizations.health.kube.kilomesh.io_PeerSet", "../../examples/argocd/health-peerset.lua", "peerset"},
+	"NodeInventory": {"resource.customizations.health.kube.kilomesh.io_NodeInventory", healthManaged, "nodeinventory"},
+	"PeerSet":       {"resource.customizations.health.kube.kilomesh.io_PeerSet", healthManaged, "peerset"},
 }
 
 func TestHealthManaged(t *testing.T) {
@@ -79,15 +84,7 @@ func TestHealthManaged(t *testing.T) {
 		used[filepath.Join(managedChecks[tc.kind].fixtures, tc.fixture)] = true
 	}
 	for _, m := range managedChecks {
-		fixtures, err := filepath.Glob(filepath.Join(testdataDir, m.fixtures, "*.yaml"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, f := range fixtures {
-			if rel, _ := filepath.Rel(testdataDir, f); !used[rel] {
-				t.Errorf("no case of TestHealthManaged judges %s", f)
-			}
-		}
+		checkJudged(t, m.fixtures, used)
 	}
 
 	for name, tc := range cases {

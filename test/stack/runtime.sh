@@ -142,12 +142,14 @@ tls_from_secret() {
 
 now() { date -u +%Y-%m-%dT%H:%M:%SZ; }
 
-# sync PROCESS PACKAGE KIND makes PROCESS serve the active revision of the
-# package. It returns 1 while there is nothing to serve yet, or when
+# sync_package PROCESS PACKAGE KIND REVISIONS makes PROCESS serve the
+# active revision of the package, given every revision of the cluster (a
+# list as JSON). It returns 1 while there is nothing to serve yet, or when
 # something is not ready.
-sync() {
+sync_package() {
   local proc=$1 pkg=$2 kind=$3 revs rev uid image bin kcfg dep sa tls
-  revs=$(kc get "${kind}revisions.pkg.crossplane.io" -l "pkg.crossplane.io/package=$pkg" -o json) || return 1
+  revs=$(jq --arg p "$pkg" --arg k "${kind^}Revision" \
+    '{items: [.items[] | select(.kind == $k and .metadata.labels["pkg.crossplane.io/package"] == $p)]}' <<<"$4")
   rev=$(jq -r '[.items[] | select(.spec.desiredState == "Active")] | if length == 1 then .[0].metadata.name else "" end' <<<"$revs")
   if [ -z "$rev" ]; then
     # The package is gone (uninstalled): its Deployment would be too.
@@ -224,10 +226,11 @@ packages=(
 )
 
 sync_all() {
-  local p ok=0
+  local p ok=0 revs
+  revs=$(kc get functionrevisions.pkg.crossplane.io,providerrevisions.pkg.crossplane.io -o json) || return 1
   for p in "${packages[@]}"; do
     # shellcheck disable=SC2086 # three words
-    sync $p || ok=1
+    sync_package $p "$revs" || ok=1
   done
   return "$ok"
 }

@@ -407,15 +407,7 @@ func TestHealth(t *testing.T) {
 	for _, tc := range cases {
 		used[tc.fixture] = true
 	}
-	fixtures, err := filepath.Glob(filepath.Join(testdataDir, "*.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range fixtures {
-		if !used[filepath.Base(f)] {
-			t.Errorf("no case of TestHealth judges %s", f)
-		}
-	}
+	checkJudged(t, "", used)
 
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -437,6 +429,21 @@ func TestHealth(t *testing.T) {
 					tc.reason, tc.fixture, now, status, message, tc.want.status, tc.want.message)
 			}
 		})
+	}
+}
+
+// checkJudged fails for every fixture of a folder of testdata that no case
+// judges: used holds the fixtures' paths relative to testdata.
+func checkJudged(t *testing.T, dir string, used map[string]bool) {
+	t.Helper()
+	fixtures, err := filepath.Glob(filepath.Join(testdataDir, dir, "*.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range fixtures {
+		if rel, _ := filepath.Rel(testdataDir, f); !used[rel] {
+			t.Errorf("no case of %s judges %s", t.Name(), f)
+		}
 	}
 }
 
@@ -482,8 +489,8 @@ func TestSandbox(t *testing.T) {
 	}
 }
 
-// TestConfigMap checks that the argocd-cm snippet carries health.lua
-// exactly.
+// TestConfigMap checks that the argocd-cm snippet carries every health
+// check exactly.
 func TestConfigMap(t *testing.T) {
 	cm := struct {
 		APIVersion string            `json:"apiVersion"`
@@ -497,12 +504,22 @@ func TestConfigMap(t *testing.T) {
 	if cm.Kind != "ConfigMap" || cm.Metadata["name"] != "argocd-cm" {
 		t.Errorf("%s is a %s named %v, want the ConfigMap argocd-cm", argocdCM, cm.Kind, cm.Metadata["name"])
 	}
-	got, ok := cm.Data[healthKey]
-	if !ok {
-		t.Fatalf("%s has no data key %s", argocdCM, healthKey)
+	checks := map[string]string{healthKey: healthLua}
+	for _, m := range managedChecks {
+		checks[m.key] = m.script
 	}
-	if want := readFile(t, healthLua); got != want {
-		t.Errorf("%s: data[%s] differs from %s; paste the file again, indented by four spaces", argocdCM, healthKey, healthLua)
+	for key, script := range checks {
+		got, ok := cm.Data[key]
+		if !ok {
+			t.Errorf("%s has no data key %s", argocdCM, key)
+			continue
+		}
+		if want := readFile(t, script); got != want {
+			t.Errorf("%s: data[%s] differs from %s; paste the file again, indented by four spaces", argocdCM, key, script)
+		}
+	}
+	if len(cm.Data) != len(checks) {
+		t.Errorf("%s holds %d keys, want %d", argocdCM, len(cm.Data), len(checks))
 	}
 }
 

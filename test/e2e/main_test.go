@@ -13,6 +13,7 @@
 //
 //	E2E_STACK_DIR  run folder of the stack
 //	E2E_REUSE=1    use the stack running in E2E_STACK_DIR, and leave it up
+//	               (TestUpgradeAndUninstall uninstalls kilomesh from it)
 //	E2E_KEEP=1     leave the stack up after the tests (for debugging)
 //	E2E_MODES      delivery modes to test (default "Objects PeerSet")
 //	E2E_OUTAGE     how long a member API server stays down (default 2m)

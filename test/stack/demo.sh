@@ -61,8 +61,8 @@ mkdir -p "$STACK_DIR/bin"
 go build -o "$STACK_DIR/bin/meshtool" ./test/stack/meshtool
 stack_log "seeding the members with Kilo Nodes (no Kilo agent: the annotations Kilo would write)"
 "$STACK_DIR/bin/meshtool" seed cluster-a cluster-b cluster-c
-stack_log "kubectl apply -f examples/mesh.yaml"
-kc apply -f examples/mesh.yaml >/dev/null
+stack_log "docs/install.md: kubectl apply -f examples/mesh.yaml"
+stack_doc_run docs/install.md mesh >/dev/null
 "$STACK_DIR/bin/meshtool" wait --namespace network --name mesh --timeout 5m
 
 "$STACK_DIR/bin/meshtool" show --namespace network --name mesh

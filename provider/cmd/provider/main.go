@@ -24,6 +24,9 @@ import (
 	"time"
 
 	"github.com/alecthomas/kong"
+	// The images have no CA bundle: the binary carries the roots it verifies
+	// public certificates with, when the system offers none.
+	_ "golang.org/x/crypto/x509roots/fallback"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"

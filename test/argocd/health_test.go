@@ -211,7 +211,7 @@ func TestHealth(t *testing.T) {
 		"RenderTwoClusters": {
 			reason:  "A mesh whose Peers are still being created is Progressing, with Crossplane's list of unready resources.",
 			fixture: "render-two-clusters.yaml",
-			want:    want{"Progressing", "Unready resources: peer-cluster-a-mesh-cluster-b-node-b1"},
+			want:    want{"Progressing", "Unready resources: peerset-cluster-a, peerset-cluster-b"},
 		},
 		"RenderThreeClusters": {
 			reason:  "Same for three clusters.",
@@ -246,7 +246,7 @@ func TestHealth(t *testing.T) {
 		"RenderLocationGranularity": {
 			reason:  "Converged=False names the nodes the mesh waits for, which says more than the unready resources.",
 			fixture: "render-location-granularity.yaml",
-			want:    want{"Progressing", "1 node skipped (SegmentNoLeader): node-a6"},
+			want:    want{"Progressing", "1 node skipped (NodeNoWireguardIP): node-a6"},
 		},
 		"RenderSkipReasons": {
 			reason:  "Nodes waiting for Kilo keep the mesh Progressing, whatever else is skipped.",

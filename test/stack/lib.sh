@@ -396,6 +396,7 @@ stack_doc() {
 stack_doc_run() {
   local file=$1 name=$2 body kcfg="" c v
   shift 2
+  [ -n "${STACK_MANAGEMENT:-}" ] || stack_env_load
   body=$(stack_doc "$file" "$name")
   [ -n "$body" ] || stack_die "$file has no shell block marked <!-- stack: $name -->"
   for v in "$@"; do

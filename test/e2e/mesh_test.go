@@ -135,6 +135,7 @@ func testMode(ctx context.Context, t *testing.T, mode string, vpn *kilov1alpha1.
 	}
 	t.Run("bad input", func(t *testing.T) { testBadInput(ctx, t, mode, ref) })
 	t.Run("a second mesh shares a member", func(t *testing.T) { testHub(ctx, t, mode, ref) })
+	t.Run("a hostile tenant", func(t *testing.T) { testHostileTenant(ctx, t, mode, ref) })
 	t.Run("overlapping CIDRs freeze the mesh", func(t *testing.T) { testOverlap(ctx, t, ref) })
 	t.Run("members follow node changes", func(t *testing.T) { testFollow(ctx, t, mode, ref) })
 	t.Run("processes killed and restarted", func(t *testing.T) { testCrash(ctx, t, ref) })

@@ -1,0 +1,176 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	meshv1alpha1 "github.com/kilomesh/kilomesh/apis/mesh/v1alpha1"
+	"github.com/kilomesh/kilomesh/test/stack"
+)
+
+// testHostileTenant puts a tenant of another namespace next to the live
+// mesh, with credentials of its own for a member the mesh uses, and has it
+// try the attacks of the security model:
+//
+//   - a ClusterMesh whose additionalCIDRs cover the victim's pods, to draw
+//     the victim's traffic in the shared member through its own Peer;
+//   - a PeerSet by hand whose selector claims every kilomesh Peer, and one
+//     that names the victim's namespace and mesh, to delete them;
+//   - a namespaced ProviderConfig with InjectedIdentity, to act as the
+//     provider itself.
+//
+// None of the victim's Peers may change, and every attempt must be reported
+// where the tenant looks: its mesh's status, its PeerSets' and inventories'
+// conditions.
+func testHostileTenant(ctx context.Context, t *testing.T, mode string, victim meshRef) {
+	ns := "hostile-" + strings.ToLower(mode)
+	shared := "cluster-b"
+	if err := script(ctx, "providerconfigs.sh", ns, shared, noPeerCRD); err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Now()
+	before := uids(victim)
+	var cleanup []*unstructured.Unstructured
+	defer func() {
+		for _, u := range cleanup {
+			_ = mgmt.Delete(ctx, u)
+		}
+		waitManagedGone(ctx, t, ns, 90*time.Second)
+	}()
+	create := func(u *unstructured.Unstructured) {
+		t.Helper()
+		if err := mgmt.Create(ctx, u); err != nil {
+			t.Fatalf("cannot create %s %s/%s: %v", u.GetKind(), u.GetNamespace(), u.GetName(), err)
+		}
+		cleanup = append(cleanup, u)
+	}
+
+	// The route: cluster-d (no Kilo Peer CRD, but nodes) declares the
+	// victim's cluster-a pod network as its additional network, so its Peer
+	// in cluster-b would route it.
+	attacker := meshRef{ns: ns, name: "draw"}
+	d := member(noPeerCRD, noPeerCRD)
+	d.AdditionalCIDRs = []meshv1alpha1.CIDR{"10.1.0.0/16"}
+	b := member(shared, shared)
+	b.PodCIDRs = []meshv1alpha1.CIDR{"10.2.0.0/16"}
+	create(newMesh(attacker, mode, b, d))
+
+	// The PeerSets: one claiming every kilomesh Peer of cluster-b, one
+	// naming the victim's namespace and mesh.
+	for i, sel := range []map[string]any{
+		{"app.kubernetes.io/managed-by": "kilomesh"},
+		{"app.kubernetes.io/managed-by": "kilomesh", meshv1alpha1.LabelMeshNamespace: victim.ns, meshv1alpha1.LabelMesh: victim.name},
+	} {
+		create(&unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "kube.kilomesh.io/v1alpha1", "kind": "PeerSet",
+			"metadata": map[string]any{"name": fmt.Sprintf("wipe-%d", i), "namespace": ns},
+			"spec": map[string]any{
+				"providerConfigRef": map[string]any{"kind": "ProviderConfig", "name": shared},
+				"forProvider":       map[string]any{"selector": sel, "peers": []any{}},
+			},
+		}})
+	}
+
+	// The identity: a namespaced ProviderConfig that lends the provider's
+	// own, named by a mesh of the tenant.
+	create(&unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "kubernetes.m.crossplane.io/v1alpha1", "kind": "ProviderConfig",
+		"metadata": map[string]any{"name": "injected", "namespace": ns},
+		"spec":     map[string]any{"credentials": map[string]any{"source": "InjectedIdentity"}},
+	}})
+	borrower := meshRef{ns: ns, name: "borrow"}
+	a := member("cluster-a", "injected")
+	a.PodCIDRs = []meshv1alpha1.CIDR{"10.1.0.0/16"}
+	create(newMesh(borrower, mode, a, member(noPeerCRD, noPeerCRD)))
+
+	// Every attempt is reported.
+	reported := map[string]error{
+		"the route is withheld: PeerRouteConflict on the attacker's mesh": retryFor(ctx, 90*time.Second, func() error {
+			u, _, err := stack.GetMesh(ctx, mgmt, attacker.ns, attacker.name)
+			if err != nil {
+				return err
+			}
+			clusters, _, _ := unstructured.NestedSlice(u.Object, "status", "clusters")
+			for _, c := range clusters {
+				m, _ := c.(map[string]any)
+				conflicts, _, _ := unstructured.NestedSlice(m, "conflicts")
+				for _, x := range conflicts {
+					cm, _ := x.(map[string]any)
+					if cm["reason"] == "PeerRouteConflict" && strings.Contains(fmt.Sprint(cm["message"]), "10.1.0.0/16") {
+						return nil
+					}
+				}
+			}
+			return fmt.Errorf("no PeerRouteConflict for 10.1.0.0/16 in the status of %s: %v", attacker, clusters)
+		}),
+		"the PeerSet claiming every kilomesh Peer is refused": refusedSet(ctx, ns, "wipe-0"),
+		"the PeerSet naming the victim is refused":            refusedSet(ctx, ns, "wipe-1"),
+		"InjectedIdentity from a namespaced ProviderConfig is refused": problem(ctx, borrower, "cluster-a", 90*time.Second, "InjectedIdentity"),
+	}
+	for what, err := range reported {
+		if err != nil {
+			t.Errorf("%s: %v", what, err)
+		}
+	}
+
+	// What the attacker got into cluster-b: its cluster-d Peer, without the
+	// victim's network.
+	for _, p := range meshPeers(shared, attacker) {
+		for _, a := range p.Spec.AllowedIPs {
+			if strings.HasPrefix(a, "10.1.") {
+				t.Errorf("the attacker's Peer %s in %s routes %s, a network of the victim", p.Name, shared, a)
+			}
+		}
+	}
+	noChanges(t, t0, ownedBy(victim), "a hostile tenant tried to draw, delete and borrow")
+	sameUIDs(t, victim, before, "a hostile tenant tried to draw, delete and borrow")
+	changed := len(rec.since(shared, t0, ownedBy(victim)))
+	report.notef("%s: a hostile tenant tried the route, PeerSet-selector and ProviderConfig attacks: victim Peers changed: %d; attempts reported: %d of %d", mode, changed, countNil(reported), len(reported))
+}
+
+// refusedSet waits until a hand-made PeerSet says it refuses its selector.
+func refusedSet(ctx context.Context, ns, name string) error {
+	return retryFor(ctx, 90*time.Second, func() error {
+		u := &unstructured.Unstructured{}
+		u.SetAPIVersion("kube.kilomesh.io/v1alpha1")
+		u.SetKind("PeerSet")
+		if err := mgmt.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, u); err != nil {
+			return err
+		}
+		for _, c := range conditions(u) {
+			if strings.Contains(c, "=False") && strings.Contains(c, "selector") {
+				return nil
+			}
+		}
+		return fmt.Errorf("PeerSet %s/%s does not refuse its selector: %v", ns, name, conditions(u))
+	})
+}
+
+func retryFor(ctx context.Context, timeout time.Duration, check func() error) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		err := check()
+		if err == nil || time.Now().After(deadline) || ctx.Err() != nil {
+			return err
+		}
+		time.Sleep(time.Second)
+	}
+}
+
+func countNil(m map[string]error) int {
+	n := 0
+	for _, err := range m {
+		if err == nil {
+			n++
+		}
+	}
+	return n
+}

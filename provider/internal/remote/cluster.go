@@ -182,6 +182,20 @@ func (c *Cluster) Nodes(_ context.Context) ([]*corev1.Node, error) {
 	return out, nil
 }
 
+// NodesAnsweringSince returns when the cluster last began answering its
+// Node watch, without a failure since: Kilo's agents cannot write their
+// heartbeats while their API server does not answer, so heartbeats older
+// than that say nothing of their nodes yet. Zero before the watch lists.
+func (c *Cluster) NodesAnsweringSince() time.Time {
+	c.mu.Lock()
+	f := c.nodes
+	c.mu.Unlock()
+	if f == nil {
+		return time.Time{}
+	}
+	return f.answeringSince()
+}
+
 func (c *Cluster) nodeFeed() (*feed, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -218,6 +232,7 @@ func (c *Cluster) nodeFeed() (*feed, error) {
 		changed:   func() { c.wake(kubev1alpha1.NodeInventoryKind) },
 		gone:      func() {},
 		timeout:   c.timeout,
+		now:       c.now,
 	})
 	return c.nodes, nil
 }

@@ -315,3 +315,61 @@ func TestRelistWithoutStreamingLists(t *testing.T) {
 		t.Errorf("users woken %d times while the feed listed again, want 0", got-synced)
 	}
 }
+
+// TestAnsweringSince checks when a feed says its cluster began answering:
+// at its first list, not before; and again when it answers after failing,
+// since heartbeats written before then could not reach it.
+func TestAnsweringSince(t *testing.T) {
+	var clock atomic.Int64
+	clock.Store(1000)
+	now := func() time.Time { return time.Unix(clock.Load(), 0) }
+	var failing atomic.Bool
+	watchers := make(chan *watch.FakeWatcher, 10)
+	lw := lister{
+		list: func(context.Context, metav1.ListOptions) (runtime.Object, error) {
+			if failing.Load() {
+				return nil, errors.New("connection refused")
+			}
+			return &metav1.PartialObjectMetadataList{ListMeta: metav1.ListMeta{ResourceVersion: "1"}}, nil
+		},
+		watch: func(_ context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			if failing.Load() || (o.SendInitialEvents != nil && *o.SendInitialEvents) {
+				return nil, kerrors.NewBadRequest("no")
+			}
+			w := watch.NewFake()
+			watchers <- w
+			return w, nil
+		},
+	}
+	f := startFeed(t.Context(), feedConfig{what: "Nodes", lw: lw, obj: &metav1.PartialObjectMetadata{}, changed: func() {}, gone: func() {}, now: now})
+	t.Cleanup(f.stop)
+	if _, err := settled(t, f); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.answeringSince(); !got.Equal(time.Unix(1000, 0)) {
+		t.Errorf("after the first list: want answering since 1000, got %v", got.Unix())
+	}
+
+	// The cluster stops answering: the watch ends, a relist fails.
+	clock.Store(2000)
+	failing.Store(true)
+	(<-watchers).Stop()
+	for f.answeringSince() != (time.Time{}) {
+		select {
+		case <-f.outcome():
+		case <-t.Context().Done():
+			t.Fatal("the feed never saw the cluster fail")
+		}
+	}
+
+	// It answers again.
+	clock.Store(3000)
+	failing.Store(false)
+	for f.answeringSince() != time.Unix(3000, 0) {
+		select {
+		case <-f.outcome():
+		case <-time.After(30 * time.Second):
+			t.Fatalf("after the cluster answered again: want answering since 3000, got %v", f.answeringSince().Unix())
+		}
+	}
+}

@@ -129,6 +129,10 @@ type feed struct {
 
 	mu  sync.Mutex
 	err error
+	// answering is when the cluster last began answering this feed's
+	// requests: its first list, or its first answer after a failure.
+	answering time.Time
+	now       func() time.Time
 	// next is closed, and replaced, when the first list completes or the
 	// outcome of a request changes.
 	next chan struct{}
@@ -153,12 +157,18 @@ type feedConfig struct {
 	gone func()
 	// timeout bounds every request of the feed; zero leaves them unbounded.
 	timeout time.Duration
+	// now is the clock; time.Now when nil.
+	now func() time.Time
 }
 
 // startFeed starts a watch.
 func startFeed(ctx context.Context, fc feedConfig) *feed {
 	ctx, cancel := context.WithCancel(ctx)
-	f := &feed{what: fc.what, cancel: cancel, next: make(chan struct{}), stallAfter: 2 * fc.timeout}
+	now := fc.now
+	if now == nil {
+		now = time.Now
+	}
+	f := &feed{what: fc.what, cancel: cancel, next: make(chan struct{}), stallAfter: 2 * fc.timeout, now: now}
 	lw := fc.lw.bounded(fc.what, fc.timeout)
 	changed, gone := fc.changed, fc.gone
 	f.store, f.ctl = cache.NewInformerWithOptions(cache.InformerOptions{
@@ -200,6 +210,11 @@ func startFeed(ctx context.Context, fc feedConfig) *feed {
 	go f.ctl.RunWithContext(ctx)
 	go func() {
 		if cache.WaitForCacheSync(ctx.Done(), f.ctl.HasSynced) {
+			f.mu.Lock()
+			if f.answering.IsZero() {
+				f.answering = f.now()
+			}
+			f.mu.Unlock()
 			f.listed.Store(true)
 			f.signal()
 			changed()
@@ -234,6 +249,9 @@ func (f *feed) record(err error, changed, gone func()) {
 		f.mu.Lock()
 		was := f.err
 		f.err = nil
+		if was != nil {
+			f.answering = f.now()
+		}
 		f.mu.Unlock()
 		if was != nil {
 			f.signal()
@@ -283,6 +301,18 @@ func (f *feed) items() ([]any, error) {
 	default:
 		return nil, errors.Wrapf(ErrPending, errFmtPending, f.what)
 	}
+}
+
+// answeringSince returns when the cluster last began answering the feed:
+// its first list, or its first answer after it failed. Zero while it has
+// not listed, or while it fails.
+func (f *feed) answeringSince() time.Time {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.err != nil || !f.listed.Load() {
+		return time.Time{}
+	}
+	return f.answering
 }
 
 // outcome returns a channel that is closed when the feed lists for the

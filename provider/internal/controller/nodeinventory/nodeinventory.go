@@ -147,6 +147,9 @@ func (c *connector) Connect(ctx context.Context, cr *v1alpha1.NodeInventory) (ma
 type Cluster interface {
 	Nodes(ctx context.Context) ([]*corev1.Node, error)
 	Peers(ctx context.Context) ([]*kilov1alpha1.Peer, error)
+	// NodesAnsweringSince is when the cluster last began answering its
+	// Node watch without a failure since; zero when unknown.
+	NodesAnsweringSince() time.Time
 }
 
 // An external observes one inventory's cluster through its shared watch.
@@ -199,7 +202,11 @@ func (e *external) Observe(ctx context.Context, cr *v1alpha1.NodeInventory) (man
 	}
 	now := e.now()
 	observed := inventory.ObserveNodes(nodes, sel, now)
-	if next, ok := inventory.NextStale(nodes, sel, now); ok && e.wakeAfter != nil {
+	next, ok := inventory.NextStale(nodes, sel, now)
+	if until, graced := e.grace(cr, observed, now); graced && (!ok || until.Before(next)) {
+		next, ok = until, true
+	}
+	if ok && e.wakeAfter != nil {
 		e.wakeAfter(next.Sub(now))
 	}
 
@@ -225,6 +232,39 @@ func (e *external) Observe(ctx context.Context, cr *v1alpha1.NodeInventory) (man
 	}
 	cr.SetConditions(xpv2.Available())
 	return managed.ExternalObservation{ResourceExists: true, ResourceUpToDate: true}, nil
+}
+
+// grace keeps a node the inventory published as fresh fresh until its
+// cluster has answered for a whole heartbeat period: Kilo's agents cannot
+// write their heartbeats while their API server does not answer (nor can
+// the inventory see them while its watch is down), so after an outage, or
+// a provider restart, every heartbeat looks old until the agents check in
+// again. Marking those nodes stale would remove an unreachable member's
+// Peers everywhere the moment it comes back. A node already published
+// stale, or an inventory that never published, follows Kilo's rule at
+// once. grace returns when the grace ends, if it spared a node.
+func (e *external) grace(cr *v1alpha1.NodeInventory, observed []v1alpha1.ObservedNode, now time.Time) (time.Time, bool) {
+	at := cr.Status.AtProvider
+	since := e.cluster.NodesAnsweringSince()
+	if at.ObservedAt == nil || since.IsZero() {
+		return time.Time{}, false
+	}
+	ends := since.Add(inventory.StaleAfter)
+	if !now.Before(ends) {
+		return time.Time{}, false
+	}
+	wasStale := make(map[string]bool, len(at.Nodes))
+	for _, n := range at.Nodes {
+		wasStale[n.Name] = n.Stale
+	}
+	spared := false
+	for i := range observed {
+		if observed[i].Stale && !wasStale[observed[i].Name] {
+			observed[i].Stale = false
+			spared = true
+		}
+	}
+	return ends, spared
 }
 
 // pending is the observation of an inventory whose cluster has not

@@ -45,7 +45,10 @@ type fakeCluster struct {
 	nodesErr error
 	peers    []*kilov1alpha1.Peer
 	peersErr error
+	since    time.Time
 }
+
+func (c *fakeCluster) NodesAnsweringSince() time.Time { return c.since }
 
 func (c *fakeCluster) Nodes(context.Context) ([]*corev1.Node, error) { return c.nodes, c.nodesErr }
 
@@ -146,6 +149,43 @@ func TestObserve(t *testing.T) {
 				obs:  managed.ExternalObservation{ResourceExists: true, ResourceUpToDate: true},
 				at:   v1alpha1.NodeInventoryObservation{ObservedAt: &metav1.Time{Time: now.Truncate(time.Second)}, NodeCount: 1, Nodes: observedA},
 				wake: in(50),
+			},
+		},
+		"BackFromAnOutage": {
+			reason:  "A member back after an outage shows heartbeats as old as the outage, since Kilo's agents could not write them: a node published fresh stays fresh until the member has answered for a heartbeat period, and the inventory looks again then.",
+			cluster: &fakeCluster{nodes: []*corev1.Node{nodeAt(2 * time.Minute)}, since: now.Add(-10 * time.Second)},
+			cr:      inventory(corev1.ConditionFalse, v1alpha1.NodeInventoryObservation{ObservedAt: &then, NodeCount: 1, Nodes: observedA}, nil),
+			want: want{
+				obs:  managed.ExternalObservation{ResourceExists: true, ResourceUpToDate: true},
+				at:   v1alpha1.NodeInventoryObservation{ObservedAt: &metav1.Time{Time: now.Truncate(time.Second)}, NodeCount: 1, Nodes: observedA},
+				wake: 50 * time.Second,
+			},
+		},
+		"BackFromAnOutageGraceOver": {
+			reason:  "Once the member has answered for a heartbeat period, a node that did not check in meanwhile is stale.",
+			cluster: &fakeCluster{nodes: []*corev1.Node{nodeAt(2 * time.Minute)}, since: now.Add(-61 * time.Second)},
+			cr:      inventory(corev1.ConditionTrue, v1alpha1.NodeInventoryObservation{ObservedAt: &then, NodeCount: 1, Nodes: observedA}, nil),
+			want: want{
+				obs: managed.ExternalObservation{ResourceExists: true, ResourceUpToDate: true},
+				at:  v1alpha1.NodeInventoryObservation{ObservedAt: &metav1.Time{Time: now.Truncate(time.Second)}, NodeCount: 1, Nodes: staleA},
+			},
+		},
+		"StaleStaysStaleAfterAnOutage": {
+			reason:  "A node already published stale gets no grace: it stays out until it checks in.",
+			cluster: &fakeCluster{nodes: []*corev1.Node{nodeAt(2 * time.Minute)}, since: now.Add(-10 * time.Second)},
+			cr:      inventory(corev1.ConditionTrue, v1alpha1.NodeInventoryObservation{ObservedAt: &then, NodeCount: 1, Nodes: staleA}, nil),
+			want: want{
+				obs: managed.ExternalObservation{ResourceExists: true, ResourceUpToDate: true},
+				at:  v1alpha1.NodeInventoryObservation{ObservedAt: &then, NodeCount: 1, Nodes: staleA},
+			},
+		},
+		"FirstObservationOfAStaleNode": {
+			reason:  "An inventory that never published follows Kilo's rule at once: a stale node is stale.",
+			cluster: &fakeCluster{nodes: []*corev1.Node{nodeAt(2 * time.Minute)}, since: now.Add(-10 * time.Second)},
+			cr:      inventory("", v1alpha1.NodeInventoryObservation{}, nil),
+			want: want{
+				obs: managed.ExternalObservation{ResourceExists: true, ResourceUpToDate: true},
+				at:  v1alpha1.NodeInventoryObservation{ObservedAt: &metav1.Time{Time: now.Truncate(time.Second)}, NodeCount: 1, Nodes: staleA},
 			},
 		},
 		"Pending": {

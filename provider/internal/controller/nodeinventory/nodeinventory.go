@@ -234,7 +234,7 @@ func (e *external) Observe(ctx context.Context, cr *v1alpha1.NodeInventory) (man
 	return managed.ExternalObservation{ResourceExists: true, ResourceUpToDate: true}, nil
 }
 
-// grace keeps a node the inventory published as fresh fresh until its
+// grace keeps a node the inventory last published as fresh in that state until its
 // cluster has answered for a whole heartbeat period: Kilo's agents cannot
 // write their heartbeats while their API server does not answer (nor can
 // the inventory see them while its watch is down), so after an outage, or

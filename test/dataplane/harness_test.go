@@ -1,0 +1,306 @@
+package dataplane
+
+import (
+	"context"
+	"crypto/ecdh"
+	"crypto/sha256"
+	"encoding/base64"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	kilov1alpha1 "github.com/kilomesh/kilomesh/apis/kilo/v1alpha1"
+)
+
+// keyring makes key pairs from seeds and holds their private keys, as the
+// fixture does for the stack.
+type keyring map[string][32]byte
+
+func (k keyring) key(seed string) string {
+	priv := sha256.Sum256([]byte("harness test " + seed))
+	priv[0] &= 248
+	priv[31] = (priv[31] & 127) | 64
+	p, err := ecdh.X25519().NewPrivateKey(priv[:])
+	if err != nil {
+		panic(err)
+	}
+	pub := base64.StdEncoding.EncodeToString(p.PublicKey().Bytes())
+	k[pub] = priv
+	return pub
+}
+
+func (k keyring) lookup(pub string) ([32]byte, bool) {
+	v, ok := k[pub]
+	return v, ok
+}
+
+func scheme(t *testing.T) *runtime.Scheme {
+	t.Helper()
+	s, err := newScheme()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// top is the top folder of the repository.
+func top(t *testing.T) string {
+	t.Helper()
+	dir, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// apiServer starts a kube-apiserver with Kilo's Peer CRD.
+func apiServer(t *testing.T) *rest.Config {
+	t.Helper()
+	e := &envtest.Environment{CRDDirectoryPaths: []string{filepath.Join(top(t), "test", "crds")}, ErrorIfCRDPathMissing: true}
+	cfg, err := e.Start()
+	if err != nil {
+		t.Fatalf("cannot start an API server: %v", err)
+	}
+	t.Cleanup(func() { _ = e.Stop() })
+	return cfg
+}
+
+func kiloNode(name, pod, internal, endpoint, granularity string, keys keyring) *corev1.Node {
+	return &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: map[string]string{
+			kilov1alpha1.AnnotationKey:         keys.key(name),
+			kilov1alpha1.AnnotationInternalIP:  internal,
+			kilov1alpha1.AnnotationEndpoint:    endpoint,
+			kilov1alpha1.AnnotationGranularity: granularity,
+			kilov1alpha1.AnnotationLocation:    "dc1",
+			kilov1alpha1.AnnotationLastSeen:    strconv.FormatInt(time.Now().Unix(), 10),
+		}},
+		Spec: corev1.NodeSpec{PodCIDR: pod, PodCIDRs: []string{pod}},
+	}
+}
+
+func peer(name, key, endpointIP, endpointDNS string, port uint32, allowed ...string) *kilov1alpha1.Peer {
+	return &kilov1alpha1.Peer{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: kilov1alpha1.PeerSpec{
+			AllowedIPs: allowed,
+			PublicKey:  key,
+			Endpoint:   &kilov1alpha1.PeerEndpoint{DNSOrIP: kilov1alpha1.DNSOrIP{IP: endpointIP, DNS: endpointDNS}, Port: port},
+		},
+	}
+}
+
+// TestHarness runs two member clusters on real API servers: cluster-a with
+// two nodes in full granularity, cluster-b with a leader and a non-leader
+// in one location, and Peers written by hand for each other. Every pod
+// reaches every pod of the other cluster; a Peer given a wrong key breaks
+// exactly the pairs of its node; the heartbeat is written; Close leaves
+// nothing behind.
+func TestHarness(t *testing.T) {
+	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
+		t.Skip("KUBEBUILDER_ASSETS is not set: build the API servers with `test/tools/build.sh etcd kube` and run with KUBEBUILDER_ASSETS=$PWD/.cache/bin (make unit does both)")
+	}
+	if err := Requirements(); err != nil {
+		t.Fatal(err)
+	}
+	wg := filepath.Join(top(t), ".cache", "bin", "wireguard-go")
+	if _, err := os.Stat(wg); err != nil {
+		t.Fatalf("build wireguard-go first (test/tools/build.sh wireguard-go, which make unit runs): %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	a, b := apiServer(t), apiServer(t)
+	ca, err := client.New(a, client.Options{Scheme: scheme(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cb, err := client.New(b, client.Options{Scheme: scheme(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys := keyring{}
+	for _, n := range []*corev1.Node{
+		kiloNode("node-a1", "10.1.1.0/24", "192.168.1.11/24", "203.0.113.11:51820", "full", keys),
+		kiloNode("node-a2", "10.1.2.0/24", "192.168.1.12/24", "203.0.113.12:51820", "full", keys),
+	} {
+		if err := ca.Create(ctx, n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, n := range []*corev1.Node{
+		kiloNode("node-b1", "10.2.1.0/24", "192.168.2.11/24", "198.51.100.21:51820", "location", keys),
+		kiloNode("node-b2", "10.2.2.0/24", "192.168.2.12/24", "192.168.2.12:51820", "location", keys),
+	} {
+		if err := cb.Create(ctx, n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The Peers a mesh would write: the location of cluster-b (led by
+	// node-b1, the one with a public endpoint, reached by a name) into
+	// cluster-a; each node of cluster-a into cluster-b.
+	for _, p := range []*kilov1alpha1.Peer{
+		peer("b-dc1", keys.key("node-b1"), "", "vpn-b.example.net", 51820, "10.2.1.0/24", "10.2.2.0/24"),
+	} {
+		if err := ca.Create(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a1 := peer("a-node-a1", keys.key("node-a1"), "203.0.113.11", "", 51820, "10.1.1.0/24")
+	for _, p := range []*kilov1alpha1.Peer{a1, peer("a-node-a2", keys.key("node-a2"), "203.0.113.12", "", 51820, "10.1.2.0/24")} {
+		if err := cb.Create(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	started := time.Now().Unix()
+	var logs strings.Builder
+	h, err := Start(ctx, Config{
+		Dir:         t.TempDir(),
+		WireguardGo: wg,
+		Members:     []Member{{Name: "cluster-a", Config: a, Subnet: "10.201.0.0/16"}, {Name: "cluster-b", Config: b, Subnet: "10.202.0.0/16"}},
+		Hosts:       map[string]string{"vpn-b.example.net": "198.51.100.21"},
+		Keys:        keys.lookup,
+		Log:         func(f string, args ...any) { fmt.Fprintf(&logs, f+"\n", args...) },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := false
+	defer func() {
+		if !closed {
+			h.Close()
+		}
+		t.Logf("harness log:\n%s", logs.String())
+	}()
+
+	t.Run("heartbeat", func(t *testing.T) {
+		for _, c := range []client.Client{ca, cb} {
+			waitFor(ctx, t, "a fresh kilo.squat.ai/last-seen on every node", func() (bool, string) {
+				l := &corev1.NodeList{}
+				if err := c.List(ctx, l); err != nil {
+					return false, err.Error()
+				}
+				for _, n := range l.Items {
+					s, _ := strconv.ParseInt(n.Annotations[kilov1alpha1.AnnotationLastSeen], 10, 64)
+					if s < started {
+						return false, fmt.Sprintf("%s: last-seen %d, before the harness started (%d)", n.Name, s, started)
+					}
+				}
+				return true, ""
+			})
+		}
+	})
+
+	pairs := Between(h.Pods())
+	if len(pairs) != 8 {
+		t.Fatalf("want 8 pairs between the two clusters' 4 pods, got %d: %v", len(pairs), pairs)
+	}
+	t.Run("every pod reaches every pod of the other cluster", func(t *testing.T) {
+		m := Matrix{Results: Run(ctx, pairs, DefaultProbing)}
+		if len(m.Failed()) > 0 {
+			t.Errorf("pairs failed:\n%s\n%s", m, h.Dump(ctx))
+		}
+		t.Logf("\n%s", m)
+	})
+
+	t.Run("a Peer with a wrong key breaks exactly its pairs", func(t *testing.T) {
+		wrong := keys.key("not node-a1")
+		if err := cb.Get(ctx, client.ObjectKeyFromObject(a1), a1); err != nil {
+			t.Fatal(err)
+		}
+		right := a1.Spec.PublicKey
+		a1.Spec.PublicKey = wrong
+		if err := cb.Update(ctx, a1); err != nil {
+			t.Fatal(err)
+		}
+		waitForPeerKey(ctx, t, h, "cluster-b", "node-b1", wrong)
+		m := Matrix{Results: Run(ctx, pairs, DefaultProbing)}
+		var got []string
+		for _, p := range m.Failed() {
+			got = append(got, p.From.Node+" -> "+p.To.Node)
+		}
+		want := []string{"node-a1 -> node-b1", "node-a1 -> node-b2", "node-b1 -> node-a1", "node-b2 -> node-a1"}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("failed pairs (-want +got):\n%s\n%s", diff, m)
+		}
+
+		a1.Spec.PublicKey = right
+		if err := cb.Update(ctx, a1); err != nil {
+			t.Fatal(err)
+		}
+		waitForPeerKey(ctx, t, h, "cluster-b", "node-b1", right)
+		if m := (Matrix{Results: Run(ctx, pairs, DefaultProbing)}); len(m.Failed()) > 0 {
+			t.Errorf("pairs failed once the key was right again:\n%s", m)
+		}
+	})
+
+	t.Run("the non-leader runs no WireGuard", func(t *testing.T) {
+		d, err := h.Device(ctx, "cluster-b", "node-b2")
+		if err != nil || d != nil {
+			t.Errorf("node-b2 does not lead its location, yet has an interface: %v, %v", d, err)
+		}
+	})
+
+	t.Run("Close removes everything", func(t *testing.T) {
+		pods := h.Pods()
+		h.Close()
+		closed = true
+		for _, p := range pods {
+			if netnsExists(p.Netns) {
+				t.Errorf("namespace %s is left", p.Netns)
+			}
+		}
+		if netnsExists(h.hub) {
+			t.Errorf("namespace %s is left", h.hub)
+		}
+		socks, _ := filepath.Glob(filepath.Join(socketDir, h.run+"*"))
+		if len(socks) > 0 {
+			t.Errorf("wireguard-go sockets are left: %v", socks)
+		}
+	})
+}
+
+// waitForPeerKey waits until a node's WireGuard interface has a peer with
+// the key.
+func waitForPeerKey(ctx context.Context, t *testing.T, h *Harness, cluster, node, key string) {
+	t.Helper()
+	waitFor(ctx, t, node+" has a peer with key "+key, func() (bool, string) {
+		d, err := h.Device(ctx, cluster, node)
+		if err != nil || d == nil {
+			return false, fmt.Sprintf("no interface: %v", err)
+		}
+		for _, p := range d.Peers {
+			if p.PublicKey.String() == key {
+				return true, ""
+			}
+		}
+		return false, fmt.Sprintf("%d peers, none with the key", len(d.Peers))
+	})
+}
+
+// waitFor polls until ok, for at most a minute.
+func waitFor(ctx context.Context, t *testing.T, what string, ok func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	var why string
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		var done bool
+		if done, why = ok(); done {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("%s did not come within a minute: %s", what, why)
+}

@@ -44,6 +44,17 @@ type Config struct {
 	Log func(format string, args ...any)
 }
 
+// dataPlane tells whether a member has a data plane; without one the
+// harness only writes heartbeats, and needs neither root nor wireguard-go.
+func (c Config) dataPlane() bool {
+	for _, m := range c.Members {
+		if m.Subnet != "" {
+			return true
+		}
+	}
+	return false
+}
+
 // A Member is one member cluster.
 type Member struct {
 	Name   string
@@ -97,11 +108,13 @@ type member struct {
 // stopped without cleaning up left in the same folder, and starts. Close
 // stops it and removes everything it made.
 func Start(ctx context.Context, cfg Config) (*Harness, error) {
-	if err := Requirements(); err != nil {
-		return nil, err
-	}
-	if fi, err := os.Stat(cfg.WireguardGo); err != nil || fi.Mode()&0o111 == 0 {
-		return nil, fmt.Errorf("the data-plane harness needs the wireguard-go binary (test/tools/build.sh wireguard-go): %s is not executable", cfg.WireguardGo)
+	if cfg.dataPlane() {
+		if err := Requirements(); err != nil {
+			return nil, err
+		}
+		if fi, err := os.Stat(cfg.WireguardGo); err != nil || fi.Mode()&0o111 == 0 {
+			return nil, fmt.Errorf("the data-plane harness needs the wireguard-go binary (test/tools/build.sh wireguard-go): %s is not executable", cfg.WireguardGo)
+		}
 	}
 	if cfg.Log == nil {
 		cfg.Log = func(string, ...any) {}
@@ -153,8 +166,10 @@ func (h *Harness) start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := ipCmd(ctx, "netns", "add", h.hub); err != nil {
-		return err
+	if h.cfg.dataPlane() {
+		if err := ipCmd(ctx, "netns", "add", h.hub); err != nil {
+			return err
+		}
 	}
 	if err := h.saveState(); err != nil {
 		return err
@@ -175,8 +190,10 @@ func (h *Harness) start(ctx context.Context) error {
 		}
 		h.members = append(h.members, mb)
 	}
-	if err := ipBatch(ctx, h.hub, cmds); err != nil {
-		return err
+	if h.cfg.dataPlane() {
+		if err := ipBatch(ctx, h.hub, cmds); err != nil {
+			return err
+		}
 	}
 	for _, mb := range h.members {
 		if mb.Subnet == "" {
@@ -313,6 +330,9 @@ func (mb *member) reconcile(ctx context.Context) error {
 			mb.h.removeMachine(ctx, m)
 			delete(mb.machines, name)
 		}
+	}
+	if err := mb.h.linkPublic(ctx); err != nil {
+		errs = append(errs, err)
 	}
 	mb.h.saveStateLogged()
 	now := time.Now()

@@ -131,17 +131,24 @@ func TestHarness(t *testing.T) {
 		t.Fatal(err)
 	}
 	keys := keyring{}
+	// node-a9 runs no Kilo (its key is not one): no Peer routes its pod.
+	a9 := kiloNode("node-a9", "10.1.9.0/24", "192.168.1.19/24", "203.0.113.19:51820", "full", keys)
+	a9.Annotations[kilov1alpha1.AnnotationKey] = "not-a-key"
 	for _, n := range []*corev1.Node{
 		kiloNode("node-a1", "10.1.1.0/24", "192.168.1.11/24", "203.0.113.11:51820", "full", keys),
 		kiloNode("node-a2", "10.1.2.0/24", "192.168.1.12/24", "203.0.113.12:51820", "full", keys),
+		a9,
 	} {
 		if err := ca.Create(ctx, n); err != nil {
 			t.Fatal(err)
 		}
 	}
+	b9 := kiloNode("node-b9", "10.2.9.0/24", "192.168.2.19/24", "198.51.100.29:51820", "location", keys)
+	b9.Annotations[kilov1alpha1.AnnotationKey] = "not-a-key"
 	for _, n := range []*corev1.Node{
 		kiloNode("node-b1", "10.2.1.0/24", "192.168.2.11/24", "198.51.100.21:51820", "location", keys),
 		kiloNode("node-b2", "10.2.2.0/24", "192.168.2.12/24", "192.168.2.12:51820", "location", keys),
+		b9,
 	} {
 		if err := cb.Create(ctx, n); err != nil {
 			t.Fatal(err)
@@ -203,10 +210,26 @@ func TestHarness(t *testing.T) {
 		}
 	})
 
-	pairs := Between(h.Pods())
+	pairs := Between(Select(h.Pods(), map[string][]string{"cluster-a": {"node-a1", "node-a2"}, "cluster-b": {"node-b1", "node-b2"}}))
 	if len(pairs) != 8 {
 		t.Fatalf("want 8 pairs between the two clusters' 4 pods, got %d: %v", len(pairs), pairs)
 	}
+	t.Run("the nodes Kilo does not run are reached by no one, and reach no one", func(t *testing.T) {
+		// Nothing routes to node-a9's and node-b9's pods: with every pod
+		// probing them and them probing every pod, no packet may find its
+		// way over the network between clusters either (no ARP for a pod
+		// address there).
+		var lone []Pair
+		for _, p := range Between(h.Pods()) {
+			if p.From.Node == "node-a9" || p.To.Node == "node-a9" || p.From.Node == "node-b9" || p.To.Node == "node-b9" {
+				lone = append(lone, p)
+			}
+		}
+		m := Matrix{Results: Run(ctx, lone, Probing{Tries: 24, Wait: 500 * time.Millisecond, Parallel: 32})}
+		if len(m.Results) != 10 || m.Passed() != 0 {
+			t.Errorf("a pod of a node without Kilo reached or was reached:\n%s", m)
+		}
+	})
 	t.Run("every pod reaches every pod of the other cluster", func(t *testing.T) {
 		m := Matrix{Results: Run(ctx, pairs, DefaultProbing)}
 		if len(m.Failed()) > 0 {

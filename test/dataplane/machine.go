@@ -2,6 +2,7 @@ package dataplane
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
@@ -46,8 +47,9 @@ type machine struct {
 	up      bool
 	addr    netip.Prefix
 	routes  map[netip.Prefix]Route
-	note    string // why the agent runs nothing
-	skipped string // a change Kilo leaves unwritten
+	links   map[netip.Addr]bool // routes to the other machines' public addresses
+	note    string              // why the agent runs nothing
+	skipped string              // a change Kilo leaves unwritten
 }
 
 // reap notices a wireguard-go that exited, so that the next apply starts
@@ -125,7 +127,7 @@ func (mb *member) ensureMachine(ctx context.Context, n *corev1.Node) error {
 		h.next++
 		idx := h.next
 		h.mu.Unlock()
-		m = &machine{cluster: mb.Name, node: n.Name, ns: h.run + "-" + mb.Name + "-" + n.Name, index: idx, iface: h.run + "w" + strconv.Itoa(idx), routes: map[netip.Prefix]Route{}}
+		m = &machine{cluster: mb.Name, node: n.Name, ns: h.run + "-" + mb.Name + "-" + n.Name, index: idx, iface: h.run + "w" + strconv.Itoa(idx), routes: map[netip.Prefix]Route{}, links: map[netip.Addr]bool{}}
 		if err := h.makeMachine(ctx, mb, m, pod); err != nil {
 			h.removeMachine(ctx, m)
 			return err
@@ -198,7 +200,7 @@ func (h *Harness) makeMachine(ctx context.Context, mb *member, m *machine, pod n
 	}); err != nil {
 		return err
 	}
-	cmds := []string{"link set lo up", "link set " + privateLink + " up", "link set " + publicLink + " up", "route add default dev " + publicLink}
+	cmds := []string{"link set lo up", "link set " + privateLink + " up", "link set " + publicLink + " up"}
 	if pod.IsValid() {
 		cmds = append(cmds, fmt.Sprintf("address add %s/32 dev lo", pod))
 	}
@@ -218,6 +220,44 @@ func (h *Harness) makeMachine(ctx context.Context, mb *member, m *machine, pod n
 		})
 	}
 	return nil
+}
+
+// linkPublic gives every machine a route to every other machine's public
+// addresses on the network between clusters, and no other route there: a
+// default route would let two machines that both lack a route to each
+// other's pod address resolve it by ARP (each one's request names its own
+// pod address as sender, which fills the other's pending entry) and talk
+// without WireGuard. The caller holds h.machines.
+func (h *Harness) linkPublic(ctx context.Context) error {
+	h.mu.Lock()
+	owner := make(map[netip.Addr]string, len(h.public))
+	for a, o := range h.public {
+		owner[a] = o
+	}
+	h.mu.Unlock()
+	var errs []error
+	for _, mb := range h.members {
+		for _, m := range mb.machines {
+			var cmds []string
+			for a := range m.links {
+				if _, ok := owner[a]; !ok || owner[a] == m.cluster+"/"+m.node {
+					cmds = append(cmds, fmt.Sprintf("route del %s/32 dev %s", a, publicLink))
+					delete(m.links, a)
+				}
+			}
+			for a, o := range owner {
+				if o != m.cluster+"/"+m.node && !m.links[a] {
+					cmds = append(cmds, fmt.Sprintf("route replace %s/32 dev %s", a, publicLink))
+					m.links[a] = true
+				}
+			}
+			if err := ipBatch(ctx, m.ns, cmds); err != nil {
+				m.links = map[netip.Addr]bool{} // unknown now: written again next time
+				errs = append(errs, err)
+			}
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // echo answers every datagram with itself.

@@ -25,7 +25,7 @@ const stateFile = "state.json"
 type State struct {
 	PID int `json:"pid"`
 	// Namespaces are every network namespace of the harness, the hub's
-	// first.
+	// first; none without a data plane.
 	Namespaces []string `json:"namespaces"`
 	// WireGuard are the running wireguard-go processes.
 	WireGuard []Process `json:"wireguard,omitempty"`
@@ -53,7 +53,10 @@ func (p Pod) String() string { return p.Cluster + "/" + p.Node + " (" + p.Addr.S
 
 // state describes the harness now.
 func (h *Harness) state() State {
-	s := State{PID: os.Getpid(), Namespaces: []string{h.hub}}
+	s := State{PID: os.Getpid()}
+	if h.cfg.dataPlane() {
+		s.Namespaces = []string{h.hub}
+	}
 	for _, mb := range h.members {
 		for _, m := range mb.machines {
 			s.Namespaces = append(s.Namespaces, m.ns)
@@ -66,7 +69,9 @@ func (h *Harness) state() State {
 		}
 	}
 	sortPods(s.Pods)
-	sort.Strings(s.Namespaces[1:])
+	if len(s.Namespaces) > 1 {
+		sort.Strings(s.Namespaces[1:])
+	}
 	return s
 }
 

@@ -399,7 +399,8 @@ func (mb *member) agent(ctx context.Context, m *machine, view map[string]*Node, 
 		if err := ipBatch(ctx, m.ns, []string{"link set " + m.iface + " down"}); err != nil {
 			return err
 		}
-		m.up = false
+		// A link set down loses its routes.
+		m.up, m.routes = false, map[netip.Prefix]Route{}
 	}
 	return m.setRoutes(ctx, t.routes())
 }
@@ -470,6 +471,10 @@ func (h *Harness) lead(ctx context.Context, m *machine, t *Topology, dev *Device
 			cmds = append(cmds, fmt.Sprintf("address del %s dev %s", m.addr, m.iface))
 		}
 		cmds = append(cmds, fmt.Sprintf("address add %s dev %s", t.wireGuardCIDR, m.iface))
+		// Deleting the last address of an interface flushes its routes,
+		// as with Kilo's SetAddress; Kilo's route table puts them back
+		// (route.Table.Run watches deletions), the next setRoutes here.
+		m.routes = map[netip.Prefix]Route{}
 	}
 	if !m.up {
 		cmds = append(cmds, "link set "+m.iface+" up")

@@ -269,6 +269,21 @@ func TestHarness(t *testing.T) {
 		}
 	})
 
+	t.Run("routes stay when the WireGuard IPs move", func(t *testing.T) {
+		// A node whose location sorts first takes the first WireGuard IP
+		// of cluster-a: node-a1's and node-a2's move, and the kernel drops
+		// the routes of an interface that loses its last address.
+		a0 := kiloNode("node-a0", "10.1.10.0/24", "192.168.1.10/24", "203.0.113.10:51820", "full", keys)
+		if err := ca.Create(ctx, a0); err != nil {
+			t.Fatal(err)
+		}
+		waitForPeerKey(ctx, t, h, "cluster-a", "node-a1", keys.key("node-a0"))
+		waitForPeerKey(ctx, t, h, "cluster-a", "node-a2", keys.key("node-a0"))
+		if m := (Matrix{Results: Run(ctx, pairs, DefaultProbing)}); len(m.Failed()) > 0 {
+			t.Errorf("pairs failed once the WireGuard IPs moved:\n%s\n%s", m, h.Dump(ctx))
+		}
+	})
+
 	t.Run("the non-leader runs no WireGuard", func(t *testing.T) {
 		d, err := h.Device(ctx, "cluster-b", "node-b2")
 		if err != nil || d != nil {

@@ -375,12 +375,16 @@ func (m *machine) setRoutes(ctx context.Context, rs []Route) error {
 	for _, r := range rs {
 		want[r.Dst] = r
 	}
-	var cmds []string
+	var del []string
 	for dst, r := range m.routes {
 		if _, ok := want[dst]; !ok {
-			cmds = append(cmds, "route del "+m.routeSpec(r))
+			del = append(del, "route del "+m.routeSpec(r))
 		}
 	}
+	// A route the kernel already dropped (with its link or its device's
+	// last address) is no error.
+	_ = ipBatch(ctx, m.ns, del, "-force")
+	var cmds []string
 	dsts := make([]netip.Prefix, 0, len(want))
 	for dst := range want {
 		dsts = append(dsts, dst)

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -32,12 +33,13 @@ func ipCmd(ctx context.Context, args ...string) error {
 }
 
 // ipBatch runs several ip commands in one process, in network namespace ns
-// (the host's when empty), and stops at the first that fails.
-func ipBatch(ctx context.Context, ns string, cmds []string) error {
+// (the host's when empty), and stops at the first that fails (unless told
+// -force).
+func ipBatch(ctx context.Context, ns string, cmds []string, flags ...string) error {
 	if len(cmds) == 0 {
 		return nil
 	}
-	args := []string{"-batch", "-"}
+	args := append(slices.Clone(flags), "-batch", "-")
 	if ns != "" {
 		args = append([]string{"-n", ns}, args...)
 	}

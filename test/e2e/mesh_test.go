@@ -137,6 +137,7 @@ func testMode(ctx context.Context, t *testing.T, mode string, vpn *kilov1alpha1.
 	t.Run("a second mesh shares a member", func(t *testing.T) { testHub(ctx, t, mode, ref) })
 	t.Run("overlapping CIDRs freeze the mesh", func(t *testing.T) { testOverlap(ctx, t, ref) })
 	t.Run("members follow node changes", func(t *testing.T) { testFollow(ctx, t, mode, ref) })
+	t.Run("packets", func(t *testing.T) { testPackets(ctx, t, mode, ref) })
 	t.Run("processes killed and restarted", func(t *testing.T) { testCrash(ctx, t, ref) })
 	t.Run("member unreachable", func(t *testing.T) { testOutage(ctx, t, mode, ref) })
 	var removed *meshv1alpha1.Cluster

@@ -34,8 +34,8 @@ lint: ## Run golangci-lint.
 	$(BIN)/golangci-lint run --build-tags bench,e2e $(GO_PACKAGES)
 
 .PHONY: unit
-unit: ## Run unit tests (the provider tests start real kube-apiservers).
-	test/tools/build.sh etcd kube
+unit: ## Run unit tests (the provider tests start real kube-apiservers; the data-plane harness's test needs root and /dev/net/tun).
+	test/tools/build.sh etcd kube wireguard-go
 	go test -count=1 $(GO_PACKAGES)
 
 .PHONY: fuzz
@@ -78,7 +78,7 @@ images: ## Build the function, provider and configuration packages into _output/
 	package/build.sh configuration
 
 .PHONY: demo
-demo: ## A three-cluster ClusterMesh on local API servers and Crossplane: the Peers every member gets.
+demo: ## A three-cluster ClusterMesh on local API servers and Crossplane: the Peers every member gets, and which members' pods reach which through WireGuard.
 	test/stack/demo.sh
 
 .PHONY: demo-down

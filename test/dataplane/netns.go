@@ -43,7 +43,7 @@ func ipBatch(ctx context.Context, ns string, cmds []string, flags ...string) err
 	if ns != "" {
 		args = append([]string{"-n", ns}, args...)
 	}
-	c := exec.CommandContext(ctx, "ip", args...)
+	c := exec.CommandContext(ctx, "ip", args...) //nolint:gosec // G204: ip with the harness's own arguments
 	c.Stdin = strings.NewReader(strings.Join(cmds, "\n") + "\n")
 	if out, err := c.CombinedOutput(); err != nil {
 		return fmt.Errorf(errIP, strings.Join(args, " ")+" <<< "+strings.Join(cmds, "; "), err, bytes.TrimSpace(out))

@@ -142,24 +142,18 @@ func packets(ctx context.Context, t *testing.T, mode, label string, nodes map[st
 }
 
 // waitPeerKey waits until the WireGuard interface of every node of nodes
-// has a peer with key, or has none when gone.
-func waitPeerKey(ctx context.Context, t *testing.T, cluster string, nodes []string, key string, gone bool) {
+// has a peer with key.
+func waitPeerKey(ctx context.Context, t *testing.T, cluster string, nodes []string, key string) {
 	t.Helper()
 	deadline := time.Now().Add(convergeTimeout)
 	for _, n := range nodes {
 		for {
 			d, err := dp.Device(ctx, cluster, n)
-			has := false
-			if err == nil && d != nil {
-				for _, p := range d.Peers {
-					has = has || p.PublicKey.String() == key
-				}
-			}
-			if err == nil && d != nil && has != gone {
+			if err == nil && d != nil && slices.ContainsFunc(d.Peers, func(p dataplane.DevicePeer) bool { return p.PublicKey.String() == key }) {
 				break
 			}
 			if time.Now().After(deadline) {
-				t.Fatalf("the WireGuard interface of %s/%s did not come to have a peer with key %s (gone: %v) within %s: %v; %s", cluster, n, key, gone, convergeTimeout, err, dp.Note(cluster, n))
+				t.Fatalf("the WireGuard interface of %s/%s did not come to have a peer with key %s within %s: %v; %s", cluster, n, key, convergeTimeout, err, dp.Note(cluster, n))
 			}
 			time.Sleep(200 * time.Millisecond)
 		}
@@ -299,7 +293,7 @@ func testBrokenPeer(ctx context.Context, t *testing.T, mode string, ref meshRef,
 	if err := kube[target].Update(ctx, p); err != nil {
 		t.Fatal(err)
 	}
-	waitPeerKey(ctx, t, target, leaders[target], wrong, false)
+	waitPeerKey(ctx, t, target, leaders[target], wrong)
 	want := []string{}
 	for _, n := range nodes[target] {
 		want = append(want, "node-a1 -> "+n, n+" -> node-a1")
@@ -315,7 +309,7 @@ func testBrokenPeer(ctx context.Context, t *testing.T, mode string, ref meshRef,
 	}
 	setPaused(ctx, t, mr, false)
 	waitConverged(ctx, t, ref, convergeTimeout)
-	waitPeerKey(ctx, t, target, leaders[target], right, false)
+	waitPeerKey(ctx, t, target, leaders[target], right)
 	packets(ctx, t, mode, "the Peer put back", nodes, nil)
 }
 
@@ -340,7 +334,7 @@ func testRotation(ctx context.Context, t *testing.T, mode string, ref meshRef, n
 	setPaused(ctx, t, xr, false)
 	waitConverged(ctx, t, ref, convergeTimeout)
 	for _, m := range []string{"cluster-b", "cluster-c"} {
-		waitPeerKey(ctx, t, m, leaders[m], key, false)
+		waitPeerKey(ctx, t, m, leaders[m], key)
 	}
 	packets(ctx, t, mode, "node-a1's new Peers delivered", nodes, nil)
 }
@@ -363,13 +357,13 @@ func testNodeAdded(ctx context.Context, t *testing.T, mode string, ref meshRef) 
 	})
 	nodes := reachable(map[string][]string{"cluster-c": {"node-z"}})
 	// node-z runs once it peers with cluster-c's Peers.
-	waitPeerKey(ctx, t, "cluster-c", []string{"node-z"}, nodeOf(ctx, t, "cluster-b", "node-b1").Annotations[kilov1alpha1.AnnotationKey], false)
+	waitPeerKey(ctx, t, "cluster-c", []string{"node-z"}, nodeOf(ctx, t, "cluster-b", "node-b1").Annotations[kilov1alpha1.AnnotationKey])
 	packets(ctx, t, mode, "node-z added to cluster-c, the mesh paused", nodes, between(nodes, "cluster-c", "node-z"))
 
 	setPaused(ctx, t, xr, false)
 	waitConverged(ctx, t, ref, convergeTimeout)
 	for _, m := range []string{"cluster-a", "cluster-b"} {
-		waitPeerKey(ctx, t, m, leaders[m], z.Annotations[kilov1alpha1.AnnotationKey], false)
+		waitPeerKey(ctx, t, m, leaders[m], z.Annotations[kilov1alpha1.AnnotationKey])
 	}
 	packets(ctx, t, mode, "node-z's Peers delivered", nodes, nil)
 }

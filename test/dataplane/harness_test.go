@@ -77,6 +77,24 @@ func apiServer(t *testing.T) *rest.Config {
 	return cfg
 }
 
+func newClient(t *testing.T, cfg *rest.Config) client.Client {
+	t.Helper()
+	c, err := client.New(cfg, client.Options{Scheme: scheme(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func create(ctx context.Context, t *testing.T, c client.Client, objs ...client.Object) {
+	t.Helper()
+	for _, o := range objs {
+		if err := c.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 func kiloNode(name, pod, internal, endpoint, granularity string, keys keyring) *corev1.Node {
 	return &corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: map[string]string{
@@ -122,54 +140,31 @@ func TestHarness(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	a, b := apiServer(t), apiServer(t)
-	ca, err := client.New(a, client.Options{Scheme: scheme(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cb, err := client.New(b, client.Options{Scheme: scheme(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	ca, cb := newClient(t, a), newClient(t, b)
 	keys := keyring{}
-	// node-a9 runs no Kilo (its key is not one): no Peer routes its pod.
+	// node-a9 and node-b9 run no Kilo (their keys are no keys): no Peer
+	// routes their pods.
 	a9 := kiloNode("node-a9", "10.1.9.0/24", "192.168.1.19/24", "203.0.113.19:51820", "full", keys)
 	a9.Annotations[kilov1alpha1.AnnotationKey] = "not-a-key"
-	for _, n := range []*corev1.Node{
-		kiloNode("node-a1", "10.1.1.0/24", "192.168.1.11/24", "203.0.113.11:51820", "full", keys),
-		kiloNode("node-a2", "10.1.2.0/24", "192.168.1.12/24", "203.0.113.12:51820", "full", keys),
-		a9,
-	} {
-		if err := ca.Create(ctx, n); err != nil {
-			t.Fatal(err)
-		}
-	}
 	b9 := kiloNode("node-b9", "10.2.9.0/24", "192.168.2.19/24", "198.51.100.29:51820", "location", keys)
 	b9.Annotations[kilov1alpha1.AnnotationKey] = "not-a-key"
-	for _, n := range []*corev1.Node{
-		kiloNode("node-b1", "10.2.1.0/24", "192.168.2.11/24", "198.51.100.21:51820", "location", keys),
-		kiloNode("node-b2", "10.2.2.0/24", "192.168.2.12/24", "192.168.2.12:51820", "location", keys),
-		b9,
-	} {
-		if err := cb.Create(ctx, n); err != nil {
-			t.Fatal(err)
-		}
-	}
+	a1 := peer("a-node-a1", keys.key("node-a1"), "203.0.113.11", "", 51820, "10.1.1.0/24")
 	// The Peers a mesh would write: the location of cluster-b (led by
 	// node-b1, the one with a public endpoint, reached by a name) into
 	// cluster-a; each node of cluster-a into cluster-b.
-	for _, p := range []*kilov1alpha1.Peer{
+	create(ctx, t, ca,
+		kiloNode("node-a1", "10.1.1.0/24", "192.168.1.11/24", "203.0.113.11:51820", "full", keys),
+		kiloNode("node-a2", "10.1.2.0/24", "192.168.1.12/24", "203.0.113.12:51820", "full", keys),
+		a9,
 		peer("b-dc1", keys.key("node-b1"), "", "vpn-b.example.net", 51820, "10.2.1.0/24", "10.2.2.0/24"),
-	} {
-		if err := ca.Create(ctx, p); err != nil {
-			t.Fatal(err)
-		}
-	}
-	a1 := peer("a-node-a1", keys.key("node-a1"), "203.0.113.11", "", 51820, "10.1.1.0/24")
-	for _, p := range []*kilov1alpha1.Peer{a1, peer("a-node-a2", keys.key("node-a2"), "203.0.113.12", "", 51820, "10.1.2.0/24")} {
-		if err := cb.Create(ctx, p); err != nil {
-			t.Fatal(err)
-		}
-	}
+	)
+	create(ctx, t, cb,
+		kiloNode("node-b1", "10.2.1.0/24", "192.168.2.11/24", "198.51.100.21:51820", "location", keys),
+		kiloNode("node-b2", "10.2.2.0/24", "192.168.2.12/24", "192.168.2.12:51820", "location", keys),
+		b9,
+		a1,
+		peer("a-node-a2", keys.key("node-a2"), "203.0.113.12", "", 51820, "10.1.2.0/24"),
+	)
 
 	started := time.Now().Unix()
 	var logs strings.Builder

@@ -238,13 +238,15 @@ func (h *Harness) linkPublic(ctx context.Context) error {
 	var errs []error
 	for _, mb := range h.members {
 		for _, m := range mb.machines {
-			var cmds []string
+			var del, cmds []string
 			for a := range m.links {
 				if _, ok := owner[a]; !ok || owner[a] == m.cluster+"/"+m.node {
-					cmds = append(cmds, fmt.Sprintf("route del %s/32 dev %s", a, publicLink))
+					del = append(del, fmt.Sprintf("route del %s/32 dev %s", a, publicLink))
 					delete(m.links, a)
 				}
 			}
+			// A route the kernel dropped already is no error.
+			_ = ipBatch(ctx, m.ns, del, "-force")
 			for a, o := range owner {
 				if o != m.cluster+"/"+m.node && !m.links[a] {
 					cmds = append(cmds, fmt.Sprintf("route replace %s/32 dev %s", a, publicLink))

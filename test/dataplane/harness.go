@@ -208,12 +208,19 @@ func (h *Harness) start(ctx context.Context) error {
 			mb.loop(ctx)
 		}()
 	}
+	beat := make(chan struct{})
 	h.wg.Add(1)
 	go func() {
 		defer h.wg.Done()
-		h.heartbeats(ctx)
+		h.heartbeats(ctx, beat)
 	}()
-	// Start returns once every node's agent ran once.
+	// Start returns once every Node got a heartbeat and every node's
+	// agent ran once.
+	select {
+	case <-beat:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 	for _, mb := range h.members {
 		if mb.Subnet == "" {
 			continue
@@ -541,8 +548,8 @@ func (h *Harness) isStopped() bool {
 
 // heartbeats writes kilo.squat.ai/last-seen on every Node of every member
 // every check-in period, as Kilo's agent does (Mesh.checkIn), except on
-// nodes whose agent is paused.
-func (h *Harness) heartbeats(ctx context.Context) {
+// nodes whose agent is paused; first is closed after the first round.
+func (h *Harness) heartbeats(ctx context.Context, first chan<- struct{}) {
 	t := time.NewTicker(checkInPeriod)
 	defer t.Stop()
 	failing := map[string]bool{}
@@ -553,6 +560,10 @@ func (h *Harness) heartbeats(ctx context.Context) {
 				h.cfg.Log("%s: heartbeat: %v", mb.Name, err)
 			}
 			failing[mb.Name] = err != nil
+		}
+		if first != nil {
+			close(first)
+			first = nil
 		}
 		select {
 		case <-ctx.Done():

@@ -17,6 +17,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -336,4 +337,66 @@ func waitFor(ctx context.Context, t *testing.T, what string, ok func() (bool, st
 		time.Sleep(100 * time.Millisecond)
 	}
 	t.Fatalf("%s did not come within a minute: %s", what, why)
+}
+
+// TestHeartbeatOnly runs a member without a data plane: its Nodes get
+// Kilo's heartbeat, except a node whose agent is paused, and nothing is
+// made on the machine.
+func TestHeartbeatOnly(t *testing.T) {
+	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
+		t.Skip("KUBEBUILDER_ASSETS is not set: build the API servers with `test/tools/build.sh etcd kube` and run with KUBEBUILDER_ASSETS=$PWD/.cache/bin (make unit does both)")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cfg := apiServer(t)
+	c := newClient(t, cfg)
+	keys := keyring{}
+	n1 := kiloNode("node-1", "10.4.1.0/24", "192.168.4.11/24", "203.0.113.41:51820", "full", keys)
+	n2 := kiloNode("node-2", "10.4.2.0/24", "192.168.4.12/24", "203.0.113.42:51820", "full", keys)
+	n1.Annotations[kilov1alpha1.AnnotationLastSeen], n2.Annotations[kilov1alpha1.AnnotationLastSeen] = "1", "1"
+	create(ctx, t, c, n1, n2)
+
+	h, err := Start(ctx, Config{Dir: t.TempDir(), Members: []Member{{Name: "cluster-d", Config: cfg}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	// Start returned after the first heartbeat; node-2's agent stops, and
+	// its heartbeat is made old again.
+	h.Pause("cluster-d", "node-2")
+	if err := c.Patch(ctx, n2, client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"annotations":{"kilo.squat.ai/last-seen":"1"}}}`))); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.members[0].heartbeat(ctx); err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]string{}
+	l := &corev1.NodeList{}
+	if err := c.List(ctx, l); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range l.Items {
+		seen[n.Name] = n.Annotations[kilov1alpha1.AnnotationLastSeen]
+	}
+	if s, _ := strconv.ParseInt(seen["node-1"], 10, 64); time.Now().Unix()-s > 60 {
+		t.Errorf("node-1 got no fresh heartbeat: last-seen %q", seen["node-1"])
+	}
+	if len(h.Pods()) != 0 || h.hub != "" && netnsExists(h.hub) {
+		t.Errorf("a member without a data plane got machines: %v", h.Pods())
+	}
+	h.Resume("cluster-d", "node-2")
+	if err := h.members[0].heartbeat(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.List(ctx, l); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range l.Items {
+		if n.Name == "node-2" && n.Annotations[kilov1alpha1.AnnotationLastSeen] == "1" {
+			t.Errorf("node-2 got no heartbeat once its agent was resumed")
+		}
+	}
+	if seen["node-2"] != "1" {
+		t.Errorf("node-2's agent is paused, yet its heartbeat was written: last-seen %q", seen["node-2"])
+	}
 }

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
-	"path/filepath"
 	"sort"
 	"strconv"
 	"sync"
@@ -28,8 +27,9 @@ import (
 
 // A Config configures a Harness.
 type Config struct {
-	// Dir holds the harness's state (state.json) and the logs of its
-	// wireguard-go processes. One harness runs per folder at a time.
+	// Dir holds the logs of the harness's wireguard-go processes, and names
+	// its record of what it made (in /run/kilomesh-dataplane). One harness
+	// runs per folder at a time.
 	Dir string
 	// WireguardGo is the wireguard-go binary.
 	WireguardGo string
@@ -619,7 +619,7 @@ func (h *Harness) shutdown(ctx context.Context) {
 			h.cfg.Log("%v", err)
 		}
 	}
-	if err := os.Remove(filepath.Join(h.cfg.Dir, stateFile)); err != nil && !os.IsNotExist(err) {
+	if err := os.Remove(statePath(h.cfg.Dir)); err != nil && !os.IsNotExist(err) {
 		h.cfg.Log("%v", err)
 	}
 }

@@ -2,6 +2,8 @@ package dataplane
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -16,10 +18,21 @@ import (
 	"time"
 )
 
-// stateFile records, in the harness's folder, what the harness made: for
-// probes from another process (Pods), and for the next harness in the same
-// folder to clean up after one that died (cleanLeftovers).
-const stateFile = "state.json"
+// stateDir holds, per harness folder, a record of what the harness made:
+// for probes from another process (LoadState), and for the next harness of
+// the same folder to clean up after one that died (cleanLeftovers). It is
+// outside the folder, which the stack's up.sh empties, and on the tmpfs
+// that, like network namespaces, does not outlive a reboot.
+const stateDir = "/run/kilomesh-dataplane"
+
+// statePath is the record of the harness of folder dir.
+func statePath(dir string) string {
+	if abs, err := filepath.Abs(dir); err == nil {
+		dir = abs
+	}
+	sum := sha256.Sum256([]byte(dir))
+	return filepath.Join(stateDir, hex.EncodeToString(sum[:8])+".json")
+}
 
 // State is what the harness has made.
 type State struct {
@@ -90,11 +103,14 @@ func (h *Harness) saveState() error {
 	if err != nil {
 		return err
 	}
-	tmp := filepath.Join(h.cfg.Dir, stateFile+".tmp")
-	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+	path := statePath(h.cfg.Dir)
+	if err := os.MkdirAll(stateDir, 0o700); err != nil {
 		return fmt.Errorf("cannot write the harness's state: %w", err)
 	}
-	return os.Rename(tmp, filepath.Join(h.cfg.Dir, stateFile))
+	if err := os.WriteFile(path+".tmp", b, 0o600); err != nil {
+		return fmt.Errorf("cannot write the harness's state: %w", err)
+	}
+	return os.Rename(path+".tmp", path)
 }
 
 func (h *Harness) saveStateLogged() {
@@ -147,15 +163,15 @@ func (h *Harness) Note(cluster, node string) string {
 	return ""
 }
 
-// LoadState reads the state file of a harness folder.
+// LoadState reads the record of the harness of a folder.
 func LoadState(dir string) (*State, error) {
-	b, err := os.ReadFile(filepath.Join(dir, stateFile)) //nolint:gosec // the caller's folder
+	b, err := os.ReadFile(statePath(dir))
 	if err != nil {
 		return nil, fmt.Errorf("cannot read the data-plane harness's state (does it run?): %w", err)
 	}
 	s := &State{}
 	if err := json.Unmarshal(b, s); err != nil {
-		return nil, fmt.Errorf("cannot read %s: %w", filepath.Join(dir, stateFile), err)
+		return nil, fmt.Errorf("cannot read %s: %w", statePath(dir), err)
 	}
 	return s, nil
 }
@@ -206,7 +222,7 @@ func cleanLeftovers(ctx context.Context, dir string, log func(string, ...any)) e
 			return err
 		}
 	}
-	return os.Remove(filepath.Join(dir, stateFile))
+	return os.Remove(statePath(dir))
 }
 
 // Dump describes every machine: its agent's note, addresses, routes and

@@ -1,7 +1,8 @@
 # Runtime images of function-kilomesh and provider-kilomesh, for building with
 # Docker. Each is one static binary on an empty base, run as the non-root
-# user 65532, like the images the Docker-free build assembles (see
-# docs/development.md).
+# user 65532 and labelled with its version, like the images the Docker-free
+# build assembles (see docs/development.md). The binaries carry Go's fallback
+# CA roots: the images need no CA bundle.
 #
 #   docker build --target function -t function-kilomesh .
 #   docker build --target provider -t provider-kilomesh .
@@ -9,6 +10,8 @@
 # Cross-build with buildx: --platform linux/amd64,linux/arm64.
 
 ARG GO_VERSION=1.26
+# The version the images are labelled with (package/build.sh's VERSION).
+ARG VERSION=v0.0.0-dev
 
 # The module and the sources both binaries are built from.
 FROM --platform=$BUILDPLATFORM golang:${GO_VERSION} AS source
@@ -33,6 +36,8 @@ RUN GOOS=$TARGETOS GOARCH=$TARGETARCH go build -trimpath -ldflags="-s -w" -o /ou
 # function-kilomesh serves gRPC on :9443; Crossplane passes its TLS
 # certificates in TLS_SERVER_CERTS_DIR.
 FROM scratch AS function
+ARG VERSION
+LABEL org.opencontainers.image.version=$VERSION org.opencontainers.image.title=function-kilomesh
 COPY --from=build-function --chown=65532:65532 /out/function-kilomesh /usr/local/bin/function-kilomesh
 COPY --from=build-function /out/tmp /tmp
 ENV PATH=/usr/local/bin:/usr/bin:/bin
@@ -42,6 +47,8 @@ ENTRYPOINT ["/usr/local/bin/function-kilomesh"]
 
 # provider-kilomesh serves metrics on :8080 and health probes on :8081.
 FROM scratch AS provider
+ARG VERSION
+LABEL org.opencontainers.image.version=$VERSION org.opencontainers.image.title=provider-kilomesh
 COPY --from=build-provider --chown=65532:65532 /out/provider-kilomesh /usr/local/bin/provider-kilomesh
 COPY --from=build-provider /out/tmp /tmp
 ENV PATH=/usr/local/bin:/usr/bin:/bin

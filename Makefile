@@ -17,15 +17,16 @@ tools: ## Build the test and code generation tools (first time ~11 min on 2 core
 	test/tools/build.sh
 
 .PHONY: generate
-generate: ## Regenerate deep-copy methods, CRDs, the XRD and the API reference.
+generate: ## Regenerate deep-copy methods, CRDs, the XRD, the API reference and the render scenarios' copies of the Composition and XRD.
 	test/tools/build.sh controller-gen angryjet
 	cd apis && go generate ./...
+	test/render/sync.sh
 
 .PHONY: check-generate
 check-generate: generate ## Fail when generated files are out of date.
-	@if [ -n "$$(git status --porcelain -- apis package test/crds docs)" ]; then \
-	  git status --porcelain -- apis package test/crds docs; \
-	  git diff -- apis package test/crds docs | head -50; \
+	@if [ -n "$$(git status --porcelain -- apis package test/crds docs examples/render)" ]; then \
+	  git status --porcelain -- apis package test/crds docs examples/render; \
+	  git diff -- apis package test/crds docs examples/render | head -50; \
 	  echo "generated files are out of date: run 'make generate' and commit the result" >&2; exit 1; fi
 
 .PHONY: lint
@@ -63,7 +64,7 @@ e2e: ## End-to-end tests on local API servers, Crossplane and kilomesh's package
 	go test -tags e2e -count=1 -v -timeout 120m ./test/e2e/...
 
 .PHONY: test
-test: check-generate lint unit fuzz render-check docs-check e2e ## Run every test.
+test: check-generate lint unit fuzz package-check render-check docs-check e2e ## Run every test.
 
 .PHONY: bench
 bench: ## Run the benchmarks: function and planner, then provider-kilomesh against real API servers (~5 min).
@@ -72,10 +73,15 @@ bench: ## Run the benchmarks: function and planner, then provider-kilomesh again
 	go test -tags bench -count=1 -timeout 40m -v ./provider/bench/
 
 .PHONY: images
-images: ## Build the function, provider and configuration packages into _output/ without Docker.
+images: ## Build the packages (function and provider for linux/amd64 and linux/arm64) into _output/ without Docker; PUSH=host:port publishes them.
 	package/build.sh function
 	package/build.sh provider
 	package/build.sh configuration
+	if [ -n "$(PUSH)" ]; then package/push.sh "$(PUSH)"; fi
+
+.PHONY: package-check
+package-check: images ## Validate every document and example the packages hold with crossplane resource validate.
+	package/check.sh
 
 .PHONY: demo
 demo: ## A three-cluster ClusterMesh on local API servers and Crossplane: the Peers every member gets, and which members' pods reach which through WireGuard.

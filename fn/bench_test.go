@@ -26,7 +26,7 @@ func BenchmarkRunFunction(b *testing.B) {
 		for _, delivery := range []string{"Objects", "PeerSet"} {
 			b.Run(fmt.Sprintf("%s/%dx%d", delivery, size.clusters, size.nodes), func(b *testing.B) {
 				req := largeMesh(b, delivery, size.clusters, size.nodes)
-				f := &Function{log: logging.NewNopLogger(), ttl: time.Minute, maxResponse: 1 << 30}
+				f := &Function{log: logging.NewNopLogger(), ttl: time.Minute, maxResponse: 1 << 30, maxPeerSet: 1 << 30}
 				rsp, err := f.RunFunction(context.Background(), req)
 				if err != nil || len(rsp.GetResults()) > 0 && rsp.GetResults()[0].GetSeverity() == 1 {
 					b.Fatalf("RunFunction: %v %v", err, rsp.GetResults())

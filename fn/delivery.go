@@ -2,17 +2,210 @@ package main
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
 	"google.golang.org/protobuf/types/known/structpb"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	kilov1alpha1 "github.com/kilomesh/kilomesh/apis/kilo/v1alpha1"
+	meshv1alpha1 "github.com/kilomesh/kilomesh/apis/mesh/v1alpha1"
 	"github.com/kilomesh/kilomesh/fn/mesh"
 )
 
 // maxDeliveryMessage is how much of a provider's error a member's status
 // quotes.
 const maxDeliveryMessage = 300
+
+// A deliverer writes the Peers of a mesh into its members in one way: one
+// provider-kubernetes Object per Peer, or one provider-kilomesh PeerSet per
+// member. It also reads back, from the observed composed resources, what it
+// composed before and why a member's Peers cannot be written.
+type deliverer interface {
+	// compose adds to desired the resources that hold the Peers of target
+	// c, sorted by name.
+	compose(cp *composition, c meshv1alpha1.Cluster, peers []kilov1alpha1.Peer) error
+	// target says which member an observed composed resource writes into,
+	// and false when the resource is not of this deliverer's kind.
+	target(name string, s *structpb.Struct) (string, bool)
+	// composed lists the Peers an observed composed resource of this
+	// deliverer's kind holds.
+	composed(name string, s *structpb.Struct) []composedPeer
+	// problems adds, by member, why its Peers cannot be written.
+	problems(o *observed, members map[string]bool, out map[string]string)
+}
+
+// deliverers read every kind: a mesh's observed resources are of its own
+// delivery, but reading both costs nothing and keeps a mesh whole whatever
+// it composed before.
+var deliverers = []deliverer{objectDelivery{}, peerSetDelivery{}}
+
+func delivererOf(x *xrMesh) deliverer {
+	if x.delivery() == deliveryPeerSet {
+		return peerSetDelivery{}
+	}
+	return objectDelivery{}
+}
+
+// A composedPeer is a Peer that an observed composed resource holds.
+type composedPeer struct {
+	// resource is the composition resource name that holds it.
+	resource string
+	target   string
+	source   string
+	name     string
+	spec     kilov1alpha1.PeerSpec
+}
+
+// composedPeers lists every Peer the observed composed resources hold,
+// sorted by target and name.
+func composedPeers(o *observed) []composedPeer {
+	var out []composedPeer
+	for name, r := range o.resources {
+		for _, d := range deliverers {
+			if _, ok := d.target(name, r.GetResource()); ok {
+				out = append(out, d.composed(name, r.GetResource())...)
+				break
+			}
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].target != out[j].target {
+			return out[i].target < out[j].target
+		}
+		return out[i].name < out[j].name
+	})
+	return out
+}
+
+// delivered is what the planner needs to know of the composed Peers: by
+// target, their keys and routes.
+func delivered(peers []composedPeer) map[string]map[string]mesh.DeliveredPeer {
+	out := map[string]map[string]mesh.DeliveredPeer{}
+	for _, p := range peers {
+		if out[p.target] == nil {
+			out[p.target] = map[string]mesh.DeliveredPeer{}
+		}
+		out[p.target][p.name] = mesh.DeliveredPeer{PublicKey: p.spec.PublicKey, AllowedIPs: p.spec.AllowedIPs}
+	}
+	return out
+}
+
+// keepUnobserved picks, among the Peers already composed, those of members
+// that have no observation now, by target. A member's inventory can lose its
+// status (deleted and composed anew, or its provider's state lost): that
+// must not remove the member's Peers everywhere until it is observed again.
+// A member never composed before has none to keep. The kept Peers count in
+// the status.
+// The kept Peers are added to the plan's Peers of their target.
+func keepUnobserved(x *xrMesh, o *observed, plan *mesh.Plan) {
+	members := map[string]int{}
+	for i, c := range x.Spec.Clusters {
+		members[c.Name] = i
+	}
+	owned := mesh.OwnedLabels(x.Namespace, x.Name)
+	kept := map[string]bool{}
+	for _, p := range o.composed {
+		_, source := members[p.source]
+		_, target := members[p.target]
+		inv, observed := o.inventories[p.source]
+		if !source || !target || p.source == p.target || (observed && inv.ObservedAt != nil) || kept[p.target+"/"+p.name] {
+			continue
+		}
+		// The same Peer may be held twice while the mesh changes delivery.
+		kept[p.target+"/"+p.name] = true
+		labels := map[string]string{meshv1alpha1.LabelSourceCluster: p.source}
+		for k, v := range owned {
+			labels[k] = v
+		}
+		plan.Peers[p.target] = append(plan.Peers[p.target], kilov1alpha1.Peer{
+			TypeMeta:   metav1.TypeMeta{APIVersion: kilov1alpha1.APIVersion, Kind: kilov1alpha1.Kind},
+			ObjectMeta: metav1.ObjectMeta{Name: p.name, Labels: labels},
+			Spec:       p.spec,
+		})
+		plan.Status.Clusters[members[p.source]].Peers++
+		plan.Status.PeerCount++
+	}
+	for target := range plan.Peers {
+		peers := plan.Peers[target]
+		sort.SliceStable(peers, func(i, j int) bool { return peers[i].Name < peers[j].Name })
+	}
+}
+
+// orphanPolicies are the managementPolicies of a composed resource the mesh
+// is about to drop without deleting its Peers: it only observes, so
+// deleting it leaves what it wrote in place.
+var orphanPolicies = []string{"Observe"}
+
+// handOver keeps the resources of the delivery a mesh no longer uses, while
+// the mesh moves from one delivery to the other, so that no Peer is ever
+// deleted on the way: first they are desired as they are but observe-only,
+// then, once observed so, not at all, and Crossplane deletes them and leaves
+// their Peers to the new delivery, which owns them by their labels. A
+// resource of a member that left the mesh is not kept: its Peers go with it.
+func handOver(cp *composition, x *xrMesh, current deliverer) {
+	members := map[string]bool{}
+	for _, c := range x.Spec.Clusters {
+		members[c.Name] = true
+	}
+	for name, r := range cp.o.resources {
+		s := r.GetResource()
+		for _, d := range deliverers {
+			target, ok := d.target(name, s)
+			if !ok || d == current || !members[target] {
+				continue
+			}
+			if observeOnly(s) {
+				break // observed as observe-only: dropped, its Peers stay
+			}
+			keep := intent(s)
+			keep.GetFields()["spec"].GetStructValue().GetFields()["managementPolicies"] = stringList(orphanPolicies)
+			cp.put(name, keep)
+		}
+	}
+}
+
+// orphanConflicting keeps, observe-only, then drops, the Objects whose Peer
+// a Peer the mesh does not own now holds the name of (relabelled, or
+// replaced by hand): provider-kubernetes would delete that Peer with the
+// Object otherwise. A PeerSet checks ownership itself before it deletes.
+func orphanConflicting(cp *composition, plan *mesh.Plan) {
+	taken := map[string]bool{}
+	for _, c := range plan.Status.Clusters {
+		for _, conflict := range c.Conflicts {
+			if conflict.Reason == mesh.ReasonPeerNameConflict {
+				taken[c.Name+"/"+conflict.Peer] = true
+			}
+		}
+	}
+	if len(taken) == 0 {
+		return
+	}
+	for _, p := range cp.o.composed {
+		if _, desired := cp.desired[p.resource]; desired || !taken[p.target+"/"+p.name] {
+			continue
+		}
+		s := cp.o.resources[p.resource].GetResource()
+		if _, ok := (objectDelivery{}).target(p.resource, s); !ok || observeOnly(s) {
+			continue
+		}
+		keep := intent(s)
+		keep.GetFields()["spec"].GetStructValue().GetFields()["managementPolicies"] = stringList(orphanPolicies)
+		cp.put(p.resource, keep)
+	}
+}
+
+// observeOnly tells whether a composed resource is observed with
+// orphanPolicies.
+func observeOnly(s *structpb.Struct) bool {
+	values := get(s, "spec", "managementPolicies").GetListValue().GetValues()
+	got := make([]string, 0, len(values))
+	for _, v := range values {
+		got = append(got, v.GetStringValue())
+	}
+	return slices.Equal(got, orphanPolicies)
+}
 
 // deliveryProblems reads, from the observed Objects and PeerSets, which
 // members the mesh's Peers cannot be written into, and why: a member without
@@ -23,70 +216,28 @@ func deliveryProblems(x *xrMesh, o *observed) map[string]string {
 	for _, c := range x.Spec.Clusters {
 		members[c.Name] = true
 	}
-	names := make([]string, 0, len(o.resources))
-	for name := range o.resources {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-
-	type failing struct {
-		first       string
-		count, seen int
-	}
-	objects := map[string]*failing{}
 	out := map[string]string{}
-	for _, name := range names {
-		s := o.resources[name].GetResource()
-		switch {
-		case strings.HasPrefix(name, prefixPeerSet):
-			target := strings.TrimPrefix(name, prefixPeerSet)
-			if msg := peerSetProblem(s); members[target] && msg != "" {
-				out[target] = msg
-			}
-		case strings.HasPrefix(name, prefixPeer):
-			target := s.GetFields()["metadata"].GetStructValue().GetFields()["labels"].GetStructValue().GetFields()[labelTargetCluster].GetStringValue()
-			if !members[target] {
-				continue
-			}
-			f := objects[target]
-			if f == nil {
-				f = &failing{}
-				objects[target] = f
-			}
-			f.seen++
-			if c, ok := condition(s, "Synced"); ok && c.status == "False" {
-				if f.count == 0 {
-					f.first = cut(c.message)
-				}
-				f.count++
-			}
-		}
-	}
-	for target, f := range objects {
-		if f.count > 0 {
-			out[target] = fmt.Sprintf("%d of %d Peers cannot be written: %s", f.count, f.seen, f.first)
-		}
+	for _, d := range deliverers {
+		d.problems(o, members, out)
 	}
 	return out
 }
 
-// peerSetProblem is why a PeerSet cannot apply its Peers: it cannot sync, or
-// it syncs but some Peers are not applied.
-func peerSetProblem(s *structpb.Struct) string {
-	if c, ok := condition(s, "Synced"); ok && c.status == "False" {
-		return cut(c.message)
+// sortedNames lists the names of the observed resources with a prefix, in
+// order.
+func sortedNames(o *observed, prefix string) []string {
+	var names []string
+	for name := range o.resources {
+		if strings.HasPrefix(name, prefix) {
+			names = append(names, name)
+		}
 	}
-	if c, ok := condition(s, "Ready"); ok && c.status == "False" {
-		return cut(c.message)
-	}
-	return ""
+	sort.Strings(names)
+	return names
 }
 
 func cut(s string) string {
-	if len(s) <= maxDeliveryMessage {
-		return s
-	}
-	return s[:maxDeliveryMessage-3] + "..."
+	return mesh.Truncate(s, maxDeliveryMessage)
 }
 
 // reportDelivery adds the delivery problems to the members' status.
@@ -102,4 +253,21 @@ func reportDelivery(plan *mesh.Plan, problems map[string]string) {
 		}
 		c.Message += p
 	}
+}
+
+// peerSpecOf reads a Peer's spec from its protobuf form.
+func peerSpecOf(v *structpb.Value) kilov1alpha1.PeerSpec {
+	var spec kilov1alpha1.PeerSpec
+	_ = fromValue(v, &spec) // a spec this function wrote; a broken one routes nothing
+	return spec
+}
+
+// problemCount summarises the failing resources of one member.
+type problemCount struct {
+	first       string
+	count, seen int
+}
+
+func (f *problemCount) String() string {
+	return fmt.Sprintf("%d of %d Peers cannot be written: %s", f.count, f.seen, f.first)
 }

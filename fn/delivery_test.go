@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -8,6 +9,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/crossplane/function-sdk-go/logging"
 	fnv1 "github.com/crossplane/function-sdk-go/proto/v1"
 
 	meshv1alpha1 "github.com/kilomesh/kilomesh/apis/mesh/v1alpha1"
@@ -112,5 +114,225 @@ func TestWriteStatusUnreachableAndUndelivered(t *testing.T) {
 	msg := rsp.GetDesired().GetComposite().GetResource().GetFields()["status"].GetStructValue().GetFields()["clusters"].GetListValue().GetValues()[1].GetStructValue().GetFields()["message"].GetStringValue()
 	if want := "cannot list nodes: connection refused; 1 of 1 Peers cannot be written: forbidden"; msg != want {
 		t.Errorf("status.clusters[1].message: want %q, got %q", want, msg)
+	}
+}
+
+// TestKeyIncumbentFromComposedResources runs the function on a mesh where
+// node-b1 copies the key of node-a1, whose Peer is already composed into
+// cluster-b: whichever delivery composed it, a1 keeps its Peer and b1 is
+// skipped, so the copy displaces nobody.
+func TestKeyIncumbentFromComposedResources(t *testing.T) {
+	cases := map[string]struct {
+		reason   string
+		delivery string
+		composed func(t *testing.T) map[string]*fnv1.Resource
+	}{
+		"Objects": {
+			reason:   "The Object of a1's Peer in cluster-b makes a1 the incumbent of its key.",
+			delivery: "Objects",
+			composed: func(t *testing.T) map[string]*fnv1.Resource {
+				return map[string]*fnv1.Resource{"peer-cluster-b-mesh-cluster-a-node-a1-713f87bb": {Resource: wantObject(t, peerOfA, "ClusterProviderConfig", "cluster-b")}}
+			},
+		},
+		"PeerSet": {
+			reason:   "The PeerSet item of a1's Peer in cluster-b makes a1 the incumbent of its key.",
+			delivery: "PeerSet",
+			composed: func(t *testing.T) map[string]*fnv1.Resource {
+				return map[string]*fnv1.Resource{"peerset-cluster-b": {Resource: peerSet(t, peerOfA, "ClusterProviderConfig", "cluster-b")}}
+			},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			observed := tc.composed(t)
+			observed["inventory-cluster-a"] = inventory(t, "cluster-a", "True", "node-a1", keyA1, "10.1.1.0/24", "10.201.0.1/16", "203.0.113.11")
+			observed["inventory-cluster-b"] = inventory(t, "cluster-b", "True", "node-b1", keyA1, "10.2.1.0/24", "10.202.0.1/16", "198.51.100.21")
+			f := &Function{log: logging.NewNopLogger(), ttl: time.Minute}
+			rsp, err := f.RunFunction(context.Background(), request(xr(t, tc.delivery, "10.2.0.0/16"), observed, noOtherMeshes))
+			if err != nil {
+				t.Fatal(err)
+			}
+			x, _ := decodeMesh(xr(t, tc.delivery, "10.2.0.0/16"))
+			o, err := readObserved(&fnv1.RunFunctionRequest{Observed: &fnv1.State{Resources: rsp.GetDesired().GetResources()}}, x)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, p := range o.composed {
+				got = append(got, p.target+"/"+p.name)
+			}
+			if diff := cmp.Diff([]string{"cluster-b/mesh-cluster-a-node-a1-713f87bb"}, got); diff != "" {
+				t.Errorf("%s\nRunFunction(...): -want composed Peers, +got:\n%s", tc.reason, diff)
+			}
+			var reasons []string
+			for _, r := range rsp.GetResults() {
+				reasons = append(reasons, r.GetReason())
+			}
+			if diff := cmp.Diff([]string{"NodeKeyDuplicate"}, reasons); diff != "" {
+				t.Errorf("%s\nRunFunction(...): -want result reasons, +got:\n%s", tc.reason, diff)
+			}
+		})
+	}
+}
+
+// TestHandOver pins how a mesh changes delivery without deleting a Peer:
+// the resources of the delivery it no longer uses are kept observe-only
+// until observed so, then dropped, so that Crossplane deletes them and
+// leaves their Peers to the new delivery.
+func TestHandOver(t *testing.T) {
+	object := func(t *testing.T, target string, policies ...string) *fnv1.Resource {
+		t.Helper()
+		o := wantObject(t, peerOfA, "ProviderConfig", target)
+		if len(policies) > 0 {
+			o.GetFields()["spec"].GetStructValue().Fields["managementPolicies"] = stringList(policies)
+		}
+		return &fnv1.Resource{Resource: o}
+	}
+	set := func(t *testing.T, policies ...string) *fnv1.Resource {
+		t.Helper()
+		s := peerSet(t, peerOfB, "ProviderConfig", "cluster-a")
+		if len(policies) > 0 {
+			s.GetFields()["spec"].GetStructValue().Fields["managementPolicies"] = stringList(policies)
+		}
+		return &fnv1.Resource{Resource: s}
+	}
+	type want struct {
+		kept    map[string][]string // resource name: its desired managementPolicies
+		dropped []string
+	}
+	cases := map[string]struct {
+		reason   string
+		delivery string
+		old      func(t *testing.T) map[string]*fnv1.Resource
+		want     want
+	}{
+		"ObjectsToPeerSet": {
+			reason:   "A mesh moved to PeerSet keeps its Objects, observe-only, so that deleting them later leaves their Peers.",
+			delivery: "PeerSet",
+			old: func(t *testing.T) map[string]*fnv1.Resource {
+				return map[string]*fnv1.Resource{"peer-cluster-b-x": object(t, "cluster-b")}
+			},
+			want: want{kept: map[string][]string{"peer-cluster-b-x": {"Observe"}}},
+		},
+		"ObserveOnlyObjectsDropped": {
+			reason:   "Once observed observe-only, the Objects are dropped: Crossplane deletes them and their Peers stay with the PeerSet.",
+			delivery: "PeerSet",
+			old: func(t *testing.T) map[string]*fnv1.Resource {
+				return map[string]*fnv1.Resource{"peer-cluster-b-x": object(t, "cluster-b", "Observe")}
+			},
+			want: want{dropped: []string{"peer-cluster-b-x"}},
+		},
+		"PeerSetToObjects": {
+			reason:   "A mesh moved to Objects keeps its PeerSets observe-only first: a PeerSet being deleted deletes every Peer it owns otherwise.",
+			delivery: "Objects",
+			old: func(t *testing.T) map[string]*fnv1.Resource {
+				return map[string]*fnv1.Resource{"peerset-cluster-a": set(t)}
+			},
+			want: want{kept: map[string][]string{"peerset-cluster-a": {"Observe"}}},
+		},
+		"ObserveOnlyPeerSetDropped": {
+			reason:   "An observe-only PeerSet of the old delivery is dropped.",
+			delivery: "Objects",
+			old: func(t *testing.T) map[string]*fnv1.Resource {
+				return map[string]*fnv1.Resource{"peerset-cluster-a": set(t, "Observe")}
+			},
+			want: want{dropped: []string{"peerset-cluster-a"}},
+		},
+		"RemovedMemberNotKept": {
+			reason:   "Resources of a member that left the mesh are not kept: its Peers go with it.",
+			delivery: "PeerSet",
+			old: func(t *testing.T) map[string]*fnv1.Resource {
+				return map[string]*fnv1.Resource{"peer-gone-x": object(t, "gone")}
+			},
+			want: want{dropped: []string{"peer-gone-x"}},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			observed := observedTwo(t, "True")
+			for k, v := range tc.old(t) {
+				observed[k] = v
+			}
+			f := &Function{log: logging.NewNopLogger(), ttl: time.Minute}
+			rsp, err := f.RunFunction(context.Background(), request(xr(t, tc.delivery, "10.2.0.0/16"), observed, noOtherMeshes))
+			if err != nil {
+				t.Fatal(err)
+			}
+			desired := rsp.GetDesired().GetResources()
+			got := want{kept: map[string][]string{}}
+			for k := range tc.old(t) {
+				r, ok := desired[k]
+				if !ok {
+					got.dropped = append(got.dropped, k)
+					continue
+				}
+				var policies []string
+				for _, v := range get(r.GetResource(), "spec", "managementPolicies").GetListValue().GetValues() {
+					policies = append(policies, v.GetStringValue())
+				}
+				got.kept[k] = policies
+			}
+			if len(tc.want.kept) == 0 {
+				tc.want.kept = map[string][]string{}
+			}
+			if diff := cmp.Diff(tc.want, got, cmp.AllowUnexported(want{})); diff != "" {
+				t.Errorf("%s\nRunFunction(...): -want, +got:\n%s", tc.reason, diff)
+			}
+		})
+	}
+}
+
+// TestObjectOfConflictingPeerOrphaned pins that an Object whose Peer is now
+// held, by name, by a Peer the mesh does not own is made observe-only
+// before it is dropped: provider-kubernetes deletes the Peer of a deleted
+// Object, and that Peer is no longer the mesh's.
+func TestObjectOfConflictingPeerOrphaned(t *testing.T) {
+	const name = "peer-cluster-b-mesh-cluster-a-node-a1-713f87bb"
+	foreign := func(t *testing.T, observed map[string]*fnv1.Resource) {
+		t.Helper()
+		inv := observed["inventory-cluster-b"].GetResource()
+		get(inv, "status", "atProvider").GetStructValue().Fields["foreignPeers"] = structpb.NewListValue(&structpb.ListValue{Values: []*structpb.Value{
+			structpb.NewStructValue(fromYAML(t, `{name: mesh-cluster-a-node-a1-713f87bb, publicKey: `+keyA1+`}`)),
+		}})
+	}
+	cases := map[string]struct {
+		reason string
+		policy []string
+		want   []string // desired managementPolicies; nil: dropped
+	}{
+		"KeptObserveOnly": {
+			reason: "The Object is kept, observe-only, while its Peer belongs to someone else.",
+			want:   []string{"Observe"},
+		},
+		"DroppedOnceObserveOnly": {
+			reason: "Once observed observe-only, the Object is dropped: its deletion leaves the Peer alone.",
+			policy: []string{"Observe"},
+		},
+	}
+	for name2, tc := range cases {
+		t.Run(name2, func(t *testing.T) {
+			observed := observedTwo(t, "True")
+			foreign(t, observed)
+			o := wantObject(t, peerOfA, "ClusterProviderConfig", "cluster-b")
+			if tc.policy != nil {
+				o.GetFields()["spec"].GetStructValue().Fields["managementPolicies"] = stringList(tc.policy)
+			}
+			observed[name] = &fnv1.Resource{Resource: o}
+			f := &Function{log: logging.NewNopLogger(), ttl: time.Minute}
+			rsp, err := f.RunFunction(context.Background(), request(xr(t, "Objects", "10.2.0.0/16"), observed, noOtherMeshes))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			if r, ok := rsp.GetDesired().GetResources()[name]; ok {
+				got = []string{}
+				for _, v := range get(r.GetResource(), "spec", "managementPolicies").GetListValue().GetValues() {
+					got = append(got, v.GetStringValue())
+				}
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("%s\nRunFunction(...): -want managementPolicies of the Object, +got:\n%s", tc.reason, diff)
+			}
+		})
 	}
 }

@@ -3,7 +3,6 @@ package main
 import (
 	"encoding/json"
 	"sort"
-	"strings"
 
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
@@ -15,13 +14,6 @@ import (
 	kubev1alpha1 "github.com/kilomesh/kilomesh/apis/kube/v1alpha1"
 	meshv1alpha1 "github.com/kilomesh/kilomesh/apis/mesh/v1alpha1"
 	"github.com/kilomesh/kilomesh/fn/mesh"
-)
-
-// provider-kubernetes' namespaced Object. Its Go module is not a dependency:
-// its kinds are written as plain objects.
-const (
-	objectAPIVersion = "kubernetes.m.crossplane.io/v1alpha1"
-	objectKind       = "Object"
 )
 
 // The resources are built directly in protobuf form: a large mesh composes
@@ -143,6 +135,17 @@ func (c *converter) peer(p *kilov1alpha1.Peer) *structpb.Value {
 	})
 }
 
+// get walks nested objects of a resource: get(s, "spec", "forProvider",
+// "manifest"). A missing field is nil, whose getters return zero values.
+func get(s *structpb.Struct, path ...string) *structpb.Value {
+	var v *structpb.Value
+	for _, k := range path {
+		v = s.GetFields()[k]
+		s = v.GetStructValue()
+	}
+	return v
+}
+
 func providerConfigRef(r meshv1alpha1.ProviderConfigReference) *structpb.Value {
 	kind := r.Kind
 	if kind == "" {
@@ -151,22 +154,40 @@ func providerConfigRef(r meshv1alpha1.ProviderConfigReference) *structpb.Value {
 	return object(map[string]*structpb.Value{"kind": str(kind), "name": str(r.Name)})
 }
 
-// compose writes the desired composed resources of a planned mesh: one
-// NodeInventory per member, and its Peers as Objects or PeerSets.
-func compose(rsp *fnv1.RunFunctionResponse, x *xrMesh, o *observed, plan *mesh.Plan) error {
-	desired := map[string]*fnv1.Resource{}
-	put := func(name string, s *structpb.Struct) {
-		desired[name] = &fnv1.Resource{Resource: s, Ready: ready(o.resources[name])}
-	}
-	kept := keepUnobserved(x, o, plan)
-	for name, r := range kept.objects {
-		put(name, r)
-	}
+// A composition is the desired state being written for one mesh.
+type composition struct {
+	o       *observed
+	desired map[string]*fnv1.Resource
+	conv    *converter
+	// owned are the labels that mark the mesh's Peers in every member.
+	owned *structpb.Value
+	// maxPeerSet is the most bytes a PeerSet may hold.
+	maxPeerSet int
+}
 
-	owned := stringMap(mesh.OwnedLabels(x.Namespace, x.Name))
-	conv := newConverter()
+// put adds a composed resource, ready when its observed self is.
+func (cp *composition) put(name string, s *structpb.Struct) {
+	cp.desired[name] = &fnv1.Resource{Resource: s, Ready: ready(cp.o.resources[name])}
+}
+
+// compose writes the desired composed resources of a planned mesh: one
+// NodeInventory per member, and its Peers as its delivery writes them.
+func compose(rsp *fnv1.RunFunctionResponse, x *xrMesh, o *observed, plan *mesh.Plan, maxPeerSet int) error {
+	if maxPeerSet == 0 {
+		maxPeerSet = maxPeerSetBytes
+	}
+	cp := &composition{
+		o:          o,
+		desired:    map[string]*fnv1.Resource{},
+		conv:       newConverter(),
+		owned:      stringMap(mesh.OwnedLabels(x.Namespace, x.Name)),
+		maxPeerSet: maxPeerSet,
+	}
+	keepUnobserved(x, o, plan)
+	d := delivererOf(x)
+	handOver(cp, x, d)
 	for _, c := range x.Spec.Clusters {
-		params := map[string]*structpb.Value{"ownedPeerLabels": owned}
+		params := map[string]*structpb.Value{"ownedPeerLabels": cp.owned}
 		if c.NodeSelector != nil {
 			sel, err := toValue(c.NodeSelector)
 			if err != nil {
@@ -174,128 +195,28 @@ func compose(rsp *fnv1.RunFunctionResponse, x *xrMesh, o *observed, plan *mesh.P
 			}
 			params["nodeSelector"] = sel
 		}
-		put(prefixInventory+c.Name, &structpb.Struct{Fields: map[string]*structpb.Value{
+		cp.put(prefixInventory+c.Name, &structpb.Struct{Fields: map[string]*structpb.Value{
 			"apiVersion": str(kubev1alpha1.GroupVersion.String()),
 			"kind":       str(kubev1alpha1.NodeInventoryKind),
+			"metadata": object(map[string]*structpb.Value{
+				"labels":      stringMap(memberLabels(x.Namespace, c)),
+				"annotations": stringMap(map[string]string{meshv1alpha1.AnnotationMeshName: x.Name}),
+			}),
 			"spec": object(map[string]*structpb.Value{
 				"providerConfigRef": providerConfigRef(c.ProviderConfigRef),
 				"forProvider":       object(params),
 			}),
 		}})
-
-		peers := plan.Peers[c.Name]
-		ref := providerConfigRef(c.ProviderConfigRef)
-		switch x.delivery() {
-		case deliveryPeerSet:
-			// The PeerSet adds its selector labels to every Peer; each Peer
-			// carries only the label that is its own.
-			items := make([]*structpb.Value, len(peers), len(peers)+len(kept.inSet[c.Name]))
-			for i := range peers {
-				items[i] = object(map[string]*structpb.Value{
-					"name":   str(peers[i].Name),
-					"labels": conv.sourceLabel(&peers[i]),
-					"spec":   conv.peerSpec(&peers[i].Spec),
-				})
-			}
-			if k := kept.inSet[c.Name]; len(k) > 0 {
-				items = append(items, k...)
-				sort.SliceStable(items, func(i, j int) bool { return peerNameOf(items[i]) < peerNameOf(items[j]) })
-			}
-			put(prefixPeerSet+c.Name, &structpb.Struct{Fields: map[string]*structpb.Value{
-				"apiVersion": str(kubev1alpha1.GroupVersion.String()),
-				"kind":       str(kubev1alpha1.PeerSetKind),
-				"spec": object(map[string]*structpb.Value{
-					"providerConfigRef": ref,
-					"forProvider": object(map[string]*structpb.Value{
-						"selector": owned,
-						"peers":    structpb.NewListValue(&structpb.ListValue{Values: items}),
-					}),
-				}),
-			}})
-		default:
-			target := object(map[string]*structpb.Value{labelTargetCluster: str(c.Name)})
-			for i := range peers {
-				put(prefixPeer+c.Name+"-"+peers[i].Name, &structpb.Struct{Fields: map[string]*structpb.Value{
-					"apiVersion": str(objectAPIVersion),
-					"kind":       str(objectKind),
-					"metadata":   object(map[string]*structpb.Value{"labels": target}),
-					"spec": object(map[string]*structpb.Value{
-						"providerConfigRef": ref,
-						"forProvider":       object(map[string]*structpb.Value{"manifest": conv.peer(&peers[i])}),
-					}),
-				}})
-			}
+		if err := d.compose(cp, c, plan.Peers[c.Name]); err != nil {
+			return err
 		}
 	}
+	orphanConflicting(cp, plan)
 	if rsp.Desired == nil {
 		rsp.Desired = &fnv1.State{}
 	}
-	rsp.Desired.Resources = desired
+	rsp.Desired.Resources = cp.desired
 	return nil
-}
-
-// A label on composed Objects: the member their Peer is written into.
-const labelTargetCluster = "kilomesh.io/target-cluster"
-
-// keptPeers are the composed Peers of members that have no observation.
-type keptPeers struct {
-	objects map[string]*structpb.Struct  // delivery Objects: by resource name
-	inSet   map[string][]*structpb.Value // delivery PeerSet: PeerSet items by target
-}
-
-// keepUnobserved keeps, as they are, the Peers already composed for members
-// that have no observation now. A member's inventory can lose its status
-// (deleted and composed anew, or its provider's state lost): that must not
-// remove the member's Peers everywhere until it is observed again. A member
-// never composed before has none to keep. The kept Peers count in the status.
-func keepUnobserved(x *xrMesh, o *observed, plan *mesh.Plan) keptPeers {
-	k := keptPeers{objects: map[string]*structpb.Struct{}, inSet: map[string][]*structpb.Value{}}
-	members := map[string]int{}
-	for i, c := range x.Spec.Clusters {
-		members[c.Name] = i
-	}
-	unobserved := func(src string) bool {
-		_, member := members[src]
-		inv, ok := o.inventories[src]
-		return member && (!ok || inv.ObservedAt == nil)
-	}
-	count := func(src string) {
-		plan.Status.Clusters[members[src]].Peers++
-		plan.Status.PeerCount++
-	}
-	for name, r := range o.resources {
-		s := r.GetResource()
-		switch {
-		case strings.HasPrefix(name, prefixPeer):
-			target := s.GetFields()["metadata"].GetStructValue().GetFields()["labels"].GetStructValue().GetFields()[labelTargetCluster].GetStringValue()
-			manifest := s.GetFields()["spec"].GetStructValue().GetFields()["forProvider"].GetStructValue().GetFields()["manifest"]
-			src := manifest.GetStructValue().GetFields()["metadata"].GetStructValue().GetFields()["labels"].GetStructValue().GetFields()[meshv1alpha1.LabelSourceCluster].GetStringValue()
-			if _, ok := members[target]; ok && target != src && unobserved(src) {
-				k.objects[name] = intent(s)
-				count(src)
-			}
-		case strings.HasPrefix(name, prefixPeerSet):
-			target := strings.TrimPrefix(name, prefixPeerSet)
-			if _, ok := members[target]; !ok {
-				continue
-			}
-			for _, item := range s.GetFields()["spec"].GetStructValue().GetFields()["forProvider"].GetStructValue().GetFields()["peers"].GetListValue().GetValues() {
-				src := item.GetStructValue().GetFields()["labels"].GetStructValue().GetFields()[meshv1alpha1.LabelSourceCluster].GetStringValue()
-				if target != src && unobserved(src) {
-					k.inSet[target] = append(k.inSet[target], proto.Clone(item).(*structpb.Value)) //nolint:forcetypeassert // Clone returns the type it is given.
-					count(src)
-				}
-			}
-		}
-	}
-	for _, items := range k.inSet {
-		sort.SliceStable(items, func(i, j int) bool { return peerNameOf(items[i]) < peerNameOf(items[j]) })
-	}
-	return k
-}
-
-func peerNameOf(item *structpb.Value) string {
-	return item.GetStructValue().GetFields()["name"].GetStringValue()
 }
 
 // freeze keeps every composed resource exactly as observed: nothing is
@@ -329,7 +250,7 @@ func intent(s *structpb.Struct) *structpb.Struct {
 	}
 	meta := map[string]*structpb.Value{}
 	for _, k := range []string{"name", "namespace", "generateName", "labels", "annotations"} {
-		if v, ok := f["metadata"].GetStructValue().GetFields()[k]; ok {
+		if v := get(s, "metadata", k); v != nil {
 			meta[k] = proto.Clone(v).(*structpb.Value) //nolint:forcetypeassert // Clone returns the type it is given.
 		}
 	}

@@ -41,9 +41,10 @@ type Function struct {
 
 	log logging.Logger
 	ttl time.Duration
-	// maxResponse overrides maxResponseBytes; benchmarks raise it to measure
-	// meshes past the limit.
-	maxResponse int
+	// maxResponse and maxPeerSet override maxResponseBytes and
+	// maxPeerSetBytes; benchmarks raise them to measure meshes past the
+	// limits.
+	maxResponse, maxPeerSet int
 }
 
 // RunFunction plans the mesh of the observed ClusterMesh and composes its
@@ -62,10 +63,9 @@ func (f *Function) RunFunction(_ context.Context, req *fnv1.RunFunctionRequest) 
 	}
 	log := f.log.WithValues("xr", xr.Namespace+"/"+xr.Name)
 
-	requireOtherMeshes(rsp, xr.Namespace)
-	others, resolved := otherMeshes(req, xr.Name)
+	others, resolved := siblings(rsp, req, xr)
 	if !resolved {
-		// Crossplane calls again with the other meshes.
+		// Crossplane calls again with what is required.
 		return rsp, nil
 	}
 
@@ -81,6 +81,7 @@ func (f *Function) RunFunction(_ context.Context, req *fnv1.RunFunctionRequest) 
 		Spec:         xr.Spec,
 		Observations: obs.inventories,
 		Others:       others,
+		Delivered:    delivered(obs.composed),
 	})
 	var invalid *mesh.InvalidSpecError
 	var overlap *mesh.OverlapError
@@ -99,7 +100,7 @@ func (f *Function) RunFunction(_ context.Context, req *fnv1.RunFunctionRequest) 
 		return rsp, nil
 	}
 
-	if err := compose(rsp, xr, obs, plan); err != nil {
+	if err := compose(rsp, xr, obs, plan, f.maxPeerSet); err != nil {
 		response.Fatal(rsp, errors.Wrap(err, errCompose))
 		return rsp, nil
 	}

@@ -18,6 +18,8 @@ import (
 	"github.com/crossplane/function-sdk-go/resource"
 
 	kilov1alpha1 "github.com/kilomesh/kilomesh/apis/kilo/v1alpha1"
+	meshv1alpha1 "github.com/kilomesh/kilomesh/apis/mesh/v1alpha1"
+	"github.com/kilomesh/kilomesh/fn/mesh"
 )
 
 const (
@@ -83,7 +85,7 @@ status:
       podCIDRs: [%[5]s]
       externalIPs: [%[7]s]
       ready: true
-      kilo: {key: %[4]s, wireguardIP: %[6]s}
+      kilo: {key: %[4]s, wireguardIP: %[6]s, endpoint: "%[7]s:51820"}
 `, cluster, synced, node, key, pod, wgIP, ext))}
 }
 
@@ -103,14 +105,30 @@ func request(xr *structpb.Struct, observed map[string]*fnv1.Resource, required m
 	}
 }
 
-var noOtherMeshes = map[string]*fnv1.Resources{requirementMeshes: {}}
+// The member identities of cluster-a and cluster-b of the two-cluster mesh.
+var (
+	memberA = mesh.MemberID("network", meshv1alpha1.Cluster{Name: "cluster-a", ProviderConfigRef: meshv1alpha1.ProviderConfigReference{Kind: "ProviderConfig", Name: "cluster-a"}})
+	memberB = mesh.MemberID("network", meshv1alpha1.Cluster{Name: "cluster-b", ProviderConfigRef: meshv1alpha1.ProviderConfigReference{Kind: "ClusterProviderConfig", Name: "cluster-b"}})
+)
 
+// noOtherMeshes are the requirements of the two-cluster mesh, resolved: no
+// other mesh shares a member with it.
+var noOtherMeshes = map[string]*fnv1.Resources{"member-cluster-a": {}, "member-cluster-b": {}}
+
+// requirements are what the two-cluster mesh asks Crossplane for: the
+// NodeInventories of each member, whichever mesh composed them.
 func requirements() *fnv1.Requirements {
 	ns := "network"
-	return &fnv1.Requirements{Resources: map[string]*fnv1.ResourceSelector{requirementMeshes: {
-		ApiVersion: "kilomesh.io/v1alpha1", Kind: "ClusterMesh",
-		Match: &fnv1.ResourceSelector_MatchLabels{MatchLabels: &fnv1.MatchLabels{}}, Namespace: &ns,
-	}}}
+	member := func(id string) *fnv1.ResourceSelector {
+		return &fnv1.ResourceSelector{
+			ApiVersion: "kube.kilomesh.io/v1alpha1", Kind: "NodeInventory", Namespace: &ns,
+			Match: &fnv1.ResourceSelector_MatchLabels{MatchLabels: &fnv1.MatchLabels{Labels: map[string]string{"kilomesh.io/member": id}}},
+		}
+	}
+	return &fnv1.Requirements{Resources: map[string]*fnv1.ResourceSelector{
+		"member-cluster-a": member(memberA),
+		"member-cluster-b": member(memberB),
+	}}
 }
 
 func meta() *fnv1.ResponseMeta {
@@ -138,6 +156,9 @@ const (
 	inventoryA = `
 apiVersion: kube.kilomesh.io/v1alpha1
 kind: NodeInventory
+metadata:
+  labels: {kilomesh.io/member: MEMBER-A}
+  annotations: {kilomesh.io/mesh-name: mesh}
 spec:
   providerConfigRef: {kind: ProviderConfig, name: cluster-a}
   forProvider:
@@ -146,6 +167,9 @@ spec:
 	inventoryB = `
 apiVersion: kube.kilomesh.io/v1alpha1
 kind: NodeInventory
+metadata:
+  labels: {kilomesh.io/member: MEMBER-B}
+  annotations: {kilomesh.io/mesh-name: mesh}
 spec:
   providerConfigRef: {kind: ClusterProviderConfig, name: cluster-b}
   forProvider:
@@ -306,8 +330,8 @@ status:
 					Desired: &fnv1.State{
 						Composite: &fnv1.Resource{Resource: status(t, true)},
 						Resources: map[string]*fnv1.Resource{
-							"inventory-cluster-a":                            {Resource: fromYAML(t, inventoryA), Ready: fnv1.Ready_READY_TRUE},
-							"inventory-cluster-b":                            {Resource: fromYAML(t, inventoryB), Ready: fnv1.Ready_READY_TRUE},
+							"inventory-cluster-a":                            {Resource: fromYAML(t, strings.Replace(inventoryA, "MEMBER-A", memberA, 1)), Ready: fnv1.Ready_READY_TRUE},
+							"inventory-cluster-b":                            {Resource: fromYAML(t, strings.Replace(inventoryB, "MEMBER-B", memberB, 1)), Ready: fnv1.Ready_READY_TRUE},
 							"peer-cluster-a-mesh-cluster-b-node-b1-2709b7b3": {Resource: wantObject(t, peerOfB, "ProviderConfig", "cluster-a"), Ready: fnv1.Ready_READY_TRUE},
 							"peer-cluster-b-mesh-cluster-a-node-a1-713f87bb": {Resource: wantObject(t, peerOfA, "ClusterProviderConfig", "cluster-b"), Ready: fnv1.Ready_READY_FALSE},
 						},
@@ -333,8 +357,8 @@ status:
 					Desired: &fnv1.State{
 						Composite: &fnv1.Resource{Resource: status(t, true)},
 						Resources: map[string]*fnv1.Resource{
-							"inventory-cluster-a": {Resource: fromYAML(t, inventoryA), Ready: fnv1.Ready_READY_TRUE},
-							"inventory-cluster-b": {Resource: fromYAML(t, inventoryB), Ready: fnv1.Ready_READY_TRUE},
+							"inventory-cluster-a": {Resource: fromYAML(t, strings.Replace(inventoryA, "MEMBER-A", memberA, 1)), Ready: fnv1.Ready_READY_TRUE},
+							"inventory-cluster-b": {Resource: fromYAML(t, strings.Replace(inventoryB, "MEMBER-B", memberB, 1)), Ready: fnv1.Ready_READY_TRUE},
 							"peerset-cluster-a":   {Resource: peerSet(t, peerOfB, "ProviderConfig", "cluster-a"), Ready: fnv1.Ready_READY_FALSE},
 							"peerset-cluster-b":   {Resource: peerSet(t, peerOfA, "ClusterProviderConfig", "cluster-b"), Ready: fnv1.Ready_READY_FALSE},
 						},
@@ -360,8 +384,8 @@ status:
 					Desired: &fnv1.State{
 						Composite: &fnv1.Resource{Resource: status(t, false)},
 						Resources: map[string]*fnv1.Resource{
-							"inventory-cluster-a": {Resource: fromYAML(t, inventoryA), Ready: fnv1.Ready_READY_TRUE},
-							"inventory-cluster-b": {Resource: fromYAML(t, inventoryB), Ready: fnv1.Ready_READY_FALSE},
+							"inventory-cluster-a": {Resource: fromYAML(t, strings.Replace(inventoryA, "MEMBER-A", memberA, 1)), Ready: fnv1.Ready_READY_TRUE},
+							"inventory-cluster-b": {Resource: fromYAML(t, strings.Replace(inventoryB, "MEMBER-B", memberB, 1)), Ready: fnv1.Ready_READY_FALSE},
 							"peerset-cluster-a":   {Resource: peerSet(t, peerOfB, "ProviderConfig", "cluster-a"), Ready: fnv1.Ready_READY_FALSE},
 							"peerset-cluster-b":   {Resource: peerSet(t, peerOfA, "ClusterProviderConfig", "cluster-b"), Ready: fnv1.Ready_READY_FALSE},
 						},
@@ -424,16 +448,16 @@ spec: {forProvider: {manifest: {kind: Peer}}}
 				return request(xr(t, "Objects", "10.2.0.0/16"), obs, noOtherMeshes)
 			},
 			want: func(t *testing.T) want {
+				// Crossplane keeps the observed name of a composed resource.
 				kept := wantObject(t, peerOfB, "ProviderConfig", "cluster-a")
-				kept.GetFields()["metadata"].GetStructValue().Fields["name"] = structpb.NewStringValue("mesh-3f9a")
 				return want{rsp: &fnv1.RunFunctionResponse{
 					Meta:         settleMeta(),
 					Requirements: requirements(),
 					Desired: &fnv1.State{
 						Composite: &fnv1.Resource{Resource: unobservedStatus(t)},
 						Resources: map[string]*fnv1.Resource{
-							"inventory-cluster-a":                            {Resource: fromYAML(t, inventoryA), Ready: fnv1.Ready_READY_TRUE},
-							"inventory-cluster-b":                            {Resource: fromYAML(t, inventoryB), Ready: fnv1.Ready_READY_FALSE},
+							"inventory-cluster-a":                            {Resource: fromYAML(t, strings.Replace(inventoryA, "MEMBER-A", memberA, 1)), Ready: fnv1.Ready_READY_TRUE},
+							"inventory-cluster-b":                            {Resource: fromYAML(t, strings.Replace(inventoryB, "MEMBER-B", memberB, 1)), Ready: fnv1.Ready_READY_FALSE},
 							"peer-cluster-a-mesh-cluster-b-node-b1-2709b7b3": {Resource: kept, Ready: fnv1.Ready_READY_TRUE},
 							"peer-cluster-b-mesh-cluster-a-node-a1-713f87bb": {Resource: wantObject(t, peerOfA, "ClusterProviderConfig", "cluster-b"), Ready: fnv1.Ready_READY_FALSE},
 						},
@@ -457,8 +481,8 @@ spec: {forProvider: {manifest: {kind: Peer}}}
 					Desired: &fnv1.State{
 						Composite: &fnv1.Resource{Resource: unobservedStatus(t)},
 						Resources: map[string]*fnv1.Resource{
-							"inventory-cluster-a": {Resource: fromYAML(t, inventoryA), Ready: fnv1.Ready_READY_TRUE},
-							"inventory-cluster-b": {Resource: fromYAML(t, inventoryB), Ready: fnv1.Ready_READY_FALSE},
+							"inventory-cluster-a": {Resource: fromYAML(t, strings.Replace(inventoryA, "MEMBER-A", memberA, 1)), Ready: fnv1.Ready_READY_TRUE},
+							"inventory-cluster-b": {Resource: fromYAML(t, strings.Replace(inventoryB, "MEMBER-B", memberB, 1)), Ready: fnv1.Ready_READY_FALSE},
 							"peerset-cluster-a":   {Resource: peerSet(t, peerOfB, "ProviderConfig", "cluster-a"), Ready: fnv1.Ready_READY_FALSE},
 							"peerset-cluster-b":   {Resource: peerSet(t, peerOfA, "ClusterProviderConfig", "cluster-b"), Ready: fnv1.Ready_READY_FALSE},
 						},
@@ -495,8 +519,8 @@ status:
   - {name: cluster-b, reachable: false, unreachableSince: "2026-11-22T01:05:00Z", message: 'connect failed: cannot get ProviderConfig "network/cluster-b": not found', nodes: 0, segments: 0, peers: 0, skippedNodes: 0}
 `)},
 						Resources: map[string]*fnv1.Resource{
-							"inventory-cluster-a": {Resource: fromYAML(t, inventoryA), Ready: fnv1.Ready_READY_TRUE},
-							"inventory-cluster-b": {Resource: fromYAML(t, inventoryB), Ready: fnv1.Ready_READY_FALSE},
+							"inventory-cluster-a": {Resource: fromYAML(t, strings.Replace(inventoryA, "MEMBER-A", memberA, 1)), Ready: fnv1.Ready_READY_TRUE},
+							"inventory-cluster-b": {Resource: fromYAML(t, strings.Replace(inventoryB, "MEMBER-B", memberB, 1)), Ready: fnv1.Ready_READY_FALSE},
 							"peerset-cluster-a":   {Resource: emptyPeerSet(t, "ProviderConfig", "cluster-a"), Ready: fnv1.Ready_READY_FALSE},
 							"peerset-cluster-b":   {Resource: peerSet(t, peerOfA, "ClusterProviderConfig", "cluster-b"), Ready: fnv1.Ready_READY_FALSE},
 						},
@@ -533,8 +557,8 @@ conditions:
 					Desired: &fnv1.State{
 						Composite: &fnv1.Resource{Resource: st},
 						Resources: map[string]*fnv1.Resource{
-							"inventory-cluster-a":                            {Resource: fromYAML(t, inventoryA), Ready: fnv1.Ready_READY_TRUE},
-							"inventory-cluster-b":                            {Resource: fromYAML(t, inventoryB), Ready: fnv1.Ready_READY_TRUE},
+							"inventory-cluster-a":                            {Resource: fromYAML(t, strings.Replace(inventoryA, "MEMBER-A", memberA, 1)), Ready: fnv1.Ready_READY_TRUE},
+							"inventory-cluster-b":                            {Resource: fromYAML(t, strings.Replace(inventoryB, "MEMBER-B", memberB, 1)), Ready: fnv1.Ready_READY_TRUE},
 							"peer-cluster-a-mesh-cluster-b-node-b1-2709b7b3": {Resource: wantObject(t, peerOfB, "ProviderConfig", "cluster-a"), Ready: fnv1.Ready_READY_FALSE},
 							"peer-cluster-b-mesh-cluster-a-node-a1-713f87bb": {Resource: wantObject(t, peerOfA, "ClusterProviderConfig", "cluster-b"), Ready: fnv1.Ready_READY_FALSE},
 						},
@@ -601,19 +625,23 @@ func largeMesh(tb testing.TB, delivery string, clusters, nodes int) *fnv1.RunFun
 	observed := map[string]*fnv1.Resource{}
 	for c := range clusters {
 		name := fmt.Sprintf("cluster-%02d", c)
-		fmt.Fprintf(&spec, "  - {name: %s, providerConfigRef: {name: %s}, podCIDRs: [10.%d.0.0/16], wireguardCIDR: 10.%d.0.0/16, serviceCIDR: 10.%d.0.0/16}\n",
-			name, name, c+1, 100+c, 200+c)
+		fmt.Fprintf(&spec, "  - {name: %s, providerConfigRef: {name: %s}, podCIDRs: [10.%d.0.0/16], wireguardCIDR: 10.%d.0.0/16, serviceCIDR: 10.%d.0.0/16, nodeCIDRs: [172.%d.0.0/16]}\n",
+			name, name, c+1, 100+c, 200+c, 16+c)
 		var inv strings.Builder
 		fmt.Fprintf(&inv, "apiVersion: kube.kilomesh.io/v1alpha1\nkind: NodeInventory\nmetadata: {name: %s}\nstatus:\n  conditions: [{type: Ready, status: \"True\"}, {type: Synced, status: \"True\"}]\n  atProvider:\n    observedAt: \"2026-11-22T01:00:00Z\"\n    nodes:\n", name)
 		for n := range nodes {
 			var k [32]byte
-			k[0], k[1], k[2] = byte(c), byte(n>>8), byte(n)
-			fmt.Fprintf(&inv, "    - {name: node-%04d, podCIDRs: [10.%d.%d.%d/28], internalIPs: [172.%d.%d.%d], externalIPs: [100.%d.%d.%d], ready: true, kilo: {key: %s, wireguardIP: 10.%d.%d.%d/16}}\n",
-				n, c+1, n/16, (n%16)*16, 16+c, n/250, n%250+1, 64+c, n/250, n%250+1, kilov1alpha1.EncodeKey(k), 100+c, n/250, n%250+1)
+			k[0], k[1], k[2], k[3] = byte(c), byte(n>>8), byte(n), 1
+			fmt.Fprintf(&inv, "    - {name: node-%04d, podCIDRs: [10.%d.%d.%d/28], externalIPs: [100.%d.%d.%d], ready: true, kilo: {key: %s, wireguardIP: 10.%d.%d.%d/16, endpoint: \"100.%d.%d.%d:51820\", internalIP: 172.%d.%d.%d/16}}\n",
+				n, c+1, n/16, (n%16)*16, 64+c, n/250, n%250+1, kilov1alpha1.EncodeKey(k), 100+c, n/250, n%250+1, 64+c, n/250, n%250+1, 16+c, n/250, n%250+1)
 		}
 		observed[prefixInventory+name] = &fnv1.Resource{Resource: mustYAML(tb, inv.String())}
 	}
-	return request(mustYAML(tb, spec.String()), observed, noOtherMeshes)
+	required := map[string]*fnv1.Resources{}
+	for c := range clusters {
+		required[fmt.Sprintf("member-cluster-%02d", c)] = &fnv1.Resources{}
+	}
+	return request(mustYAML(tb, spec.String()), observed, required)
 }
 
 func mustYAML(tb testing.TB, y string) *structpb.Struct {
@@ -627,29 +655,34 @@ func mustYAML(tb testing.TB, y string) *structpb.Struct {
 
 func TestResponseLimit(t *testing.T) {
 	cases := map[string]struct {
-		reason   string
-		delivery string
-		hint     string
+		reason          string
+		delivery        string
+		clusters, nodes int
+		hints           []string
 	}{
 		"ObjectsPointToPeerSet": {
 			reason:   "A mesh whose Objects would exceed the response limit fails with a fatal result that names delivery: PeerSet, and composes nothing.",
 			delivery: "Objects",
-			hint:     "set spec.delivery: PeerSet",
+			clusters: 5, nodes: 700,
+			hints: []string{"set spec.delivery: PeerSet", "4 MiB"},
 		},
 		"PeerSetPointsToSplitting": {
-			reason:   "A PeerSet mesh beyond the limit is told to split or shrink.",
+			reason:   "A PeerSet mesh beyond the response limit is told to split or shrink.",
 			delivery: "PeerSet",
-			hint:     "split the mesh",
+			clusters: 8, nodes: 300,
+			hints: []string{"split the mesh", "4 MiB"},
+		},
+		"PeerSetOverEtcdLimit": {
+			reason:   "A PeerSet that etcd could not store (1.5 MiB) fails before any write, naming the member and what to do.",
+			delivery: "PeerSet",
+			clusters: 5, nodes: 1500,
+			hints: []string{"PeerSet of cluster cluster-00", "1.5 MiB", "Location granularity"},
 		},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			f := &Function{log: logging.NewNopLogger(), ttl: time.Minute}
-			clusters, nodes := 5, 1500
-			if tc.delivery == "Objects" {
-				nodes = 700
-			}
-			got, err := f.RunFunction(context.Background(), largeMesh(t, tc.delivery, clusters, nodes))
+			got, err := f.RunFunction(context.Background(), largeMesh(t, tc.delivery, tc.clusters, tc.nodes))
 			if err != nil {
 				t.Fatalf("%s\nRunFunction(...): %v", tc.reason, err)
 			}
@@ -657,11 +690,133 @@ func TestResponseLimit(t *testing.T) {
 				t.Fatalf("%s\nRunFunction(...): want one fatal result, got %v", tc.reason, got.GetResults())
 			}
 			msg := got.GetResults()[0].GetMessage()
-			if !strings.Contains(msg, tc.hint) || !strings.Contains(msg, "4 MiB") {
-				t.Errorf("%s\nRunFunction(...): fatal result %q does not say %q and name the 4 MiB limit", tc.reason, msg, tc.hint)
+			for _, hint := range tc.hints {
+				if !strings.Contains(msg, hint) {
+					t.Errorf("%s\nRunFunction(...): fatal result %q does not say %q", tc.reason, msg, hint)
+				}
 			}
 			if n := len(got.GetDesired().GetResources()); n != 0 {
 				t.Errorf("%s\nRunFunction(...): want no desired resources, got %d", tc.reason, n)
+			}
+		})
+	}
+}
+
+// TestSiblings pins which other meshes the function reads: only those that
+// compose a NodeInventory of one of its members (they write Peers into the
+// same cluster), by name, and never the mesh itself, so that the writes of
+// unrelated meshes and its own status cause it no watch events.
+func TestSiblings(t *testing.T) {
+	inv := func(t *testing.T, meshName string) *fnv1.Resource {
+		t.Helper()
+		return &fnv1.Resource{Resource: fromYAML(t, `{apiVersion: kube.kilomesh.io/v1alpha1, kind: NodeInventory, metadata: {name: x, annotations: {kilomesh.io/mesh-name: `+meshName+`}}}`)}
+	}
+	dev := func(t *testing.T, podsOfC string, created ...string) *fnv1.Resource {
+		t.Helper()
+		ts := "2026-01-01T00:00:00Z"
+		if len(created) > 0 {
+			ts = created[0]
+		}
+		return &fnv1.Resource{Resource: fromYAML(t, `
+apiVersion: kilomesh.io/v1alpha1
+kind: ClusterMesh
+metadata: {name: dev, namespace: network, creationTimestamp: "`+ts+`"}
+spec:
+  clusters:
+  - {name: cluster-b, providerConfigRef: {kind: ClusterProviderConfig, name: cluster-b}, podCIDRs: [10.2.0.0/16], wireguardCIDR: 10.202.0.0/16}
+  - {name: cluster-c, providerConfigRef: {name: cluster-c}, podCIDRs: [`+podsOfC+`], wireguardCIDR: 10.203.0.0/16}
+`)}
+	}
+	type want struct {
+		meshes  []string // mesh requirements
+		desired bool     // whether the function went on to compose
+		overlap bool
+	}
+	cases := map[string]struct {
+		reason   string
+		required func(t *testing.T) map[string]*fnv1.Resources
+		want     want
+	}{
+		"NeverItself": {
+			reason: "The mesh's own inventories name the mesh itself: it is not required.",
+			required: func(t *testing.T) map[string]*fnv1.Resources {
+				return map[string]*fnv1.Resources{
+					"member-cluster-a": {Items: []*fnv1.Resource{inv(t, "mesh")}},
+					"member-cluster-b": {Items: []*fnv1.Resource{inv(t, "mesh")}},
+				}
+			},
+			want: want{desired: true},
+		},
+		"AsksForASiblingByName": {
+			reason: "Another mesh's inventory of a shared member makes the function ask for that mesh by name before it composes anything.",
+			required: func(t *testing.T) map[string]*fnv1.Resources {
+				return map[string]*fnv1.Resources{
+					"member-cluster-a": {Items: []*fnv1.Resource{inv(t, "mesh")}},
+					"member-cluster-b": {Items: []*fnv1.Resource{inv(t, "mesh"), inv(t, "dev")}},
+				}
+			},
+			want: want{meshes: []string{"dev"}},
+		},
+		"SharedHubIsNoOverlap": {
+			reason: "A sibling that shares cluster-b as is, with disjoint other networks, lets the mesh compose.",
+			required: func(t *testing.T) map[string]*fnv1.Resources {
+				return map[string]*fnv1.Resources{
+					"member-cluster-a": {},
+					"member-cluster-b": {Items: []*fnv1.Resource{inv(t, "dev")}},
+					"mesh-dev":         {Items: []*fnv1.Resource{dev(t, "10.3.0.0/16")}},
+				}
+			},
+			want: want{meshes: []string{"dev"}, desired: true},
+		},
+		"SiblingOverlapFreezes": {
+			reason: "A sibling whose other member overlaps cluster-a's pods (both are routed into cluster-b) freezes the mesh.",
+			required: func(t *testing.T) map[string]*fnv1.Resources {
+				return map[string]*fnv1.Resources{
+					"member-cluster-a": {},
+					"member-cluster-b": {Items: []*fnv1.Resource{inv(t, "dev")}},
+					"mesh-dev":         {Items: []*fnv1.Resource{dev(t, "10.1.0.0/16")}},
+				}
+			},
+			want: want{meshes: []string{"dev"}, desired: true, overlap: true},
+		},
+		"YoungerSiblingDoesNotFreezeThisMesh": {
+			reason: "Of two overlapping meshes the younger freezes: a mesh created after this one cannot stop it.",
+			required: func(t *testing.T) map[string]*fnv1.Resources {
+				return map[string]*fnv1.Resources{
+					"member-cluster-a": {},
+					"member-cluster-b": {Items: []*fnv1.Resource{inv(t, "dev")}},
+					"mesh-dev":         {Items: []*fnv1.Resource{dev(t, "10.1.0.0/16", "2026-12-01T00:00:00Z")}},
+				}
+			},
+			want: want{meshes: []string{"dev"}, desired: true},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			f := &Function{log: logging.NewNopLogger(), ttl: time.Minute}
+			x := xr(t, "PeerSet", "10.2.0.0/16")
+			x.GetFields()["metadata"].GetStructValue().GetFields()["creationTimestamp"] = structpb.NewStringValue("2026-06-01T00:00:00Z")
+			rsp, err := f.RunFunction(context.Background(), request(x, observedTwo(t, "True"), tc.required(t)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got want
+			for key, sel := range rsp.GetRequirements().GetResources() {
+				if n, ok := strings.CutPrefix(key, "mesh-"); ok {
+					got.meshes = append(got.meshes, n)
+					if sel.GetMatchName() != n {
+						t.Errorf("%s\nrequirement %s: want a match by name %q, got %v", tc.reason, key, n, sel)
+					}
+				}
+			}
+			got.desired = len(rsp.GetDesired().GetResources()) > 0
+			for _, c := range rsp.GetConditions() {
+				if c.GetType() == "NetworksOverlap" && c.GetStatus() == fnv1.Status_STATUS_CONDITION_TRUE {
+					got.overlap = true
+				}
+			}
+			if diff := cmp.Diff(tc.want, got, cmp.AllowUnexported(want{})); diff != "" {
+				t.Errorf("%s\nRunFunction(...): -want, +got:\n%s", tc.reason, diff)
 			}
 		})
 	}

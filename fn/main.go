@@ -6,6 +6,9 @@ import (
 	"time"
 
 	"github.com/alecthomas/kong"
+	// The images have no CA bundle: the binary carries the roots it verifies
+	// public certificates with, when the system offers none.
+	_ "golang.org/x/crypto/x509roots/fallback"
 
 	function "github.com/crossplane/function-sdk-go"
 )

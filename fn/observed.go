@@ -2,6 +2,8 @@ package main
 
 import (
 	"encoding/json"
+	"sort"
+	"time"
 
 	"google.golang.org/protobuf/types/known/structpb"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -10,6 +12,7 @@ import (
 	"github.com/crossplane/function-sdk-go/errors"
 	fnv1 "github.com/crossplane/function-sdk-go/proto/v1"
 
+	kubev1alpha1 "github.com/kilomesh/kilomesh/apis/kube/v1alpha1"
 	meshv1alpha1 "github.com/kilomesh/kilomesh/apis/mesh/v1alpha1"
 	"github.com/kilomesh/kilomesh/fn/mesh"
 )
@@ -22,9 +25,16 @@ const (
 	prefixPeer      = "peer-"
 )
 
-// requirementMeshes is the name under which the function asks Crossplane for
-// the ClusterMeshes of the namespace.
-const requirementMeshes = "clustermeshes"
+// Names of the function's requirements: the NodeInventories of every
+// member, whichever mesh composed them (member-<cluster>), and the other
+// meshes found to share a member (mesh-<name>).
+const (
+	prefixRequireMember = "member-"
+	prefixRequireMesh   = "mesh-"
+)
+
+// maxSiblings is how many other meshes sharing a member the function reads.
+const maxSiblings = 32
 
 type deliveryMode string
 
@@ -37,12 +47,25 @@ const (
 type xrMesh struct {
 	Namespace string
 	Name      string
-	Spec      meshv1alpha1.ClusterMeshSpec
+	// Created is the mesh's creationTimestamp; zero in a dry run.
+	Created time.Time
+	Spec    meshv1alpha1.ClusterMeshSpec
+}
+
+// olderThan tells whether a mesh created at t (named name) came before this
+// one. Of two meshes whose networks overlap, the younger one freezes and
+// the older one carries on: creating or editing a mesh never stops one that
+// works. A time unknown on either side counts as older, so nothing is missed.
+func (x *xrMesh) olderThan(t time.Time, name string) bool {
+	if x.Created.IsZero() || t.IsZero() || !t.Equal(x.Created) {
+		return x.Created.IsZero() || t.IsZero() || t.Before(x.Created)
+	}
+	return name < x.Name
 }
 
 func (x *xrMesh) delivery() deliveryMode {
 	if x.Spec.Delivery == "" {
-		return deliveryObjects
+		return deliveryPeerSet
 	}
 	return deliveryMode(x.Spec.Delivery)
 }
@@ -50,12 +73,12 @@ func (x *xrMesh) delivery() deliveryMode {
 // decodeMesh reads the ClusterMesh from its protobuf form. A field of the
 // wrong type is reported with its path.
 func decodeMesh(s *structpb.Struct) (*xrMesh, error) {
-	meta := s.GetFields()["metadata"].GetStructValue().GetFields()
-	x := &xrMesh{Namespace: meta["namespace"].GetStringValue(), Name: meta["name"].GetStringValue()}
+	x := &xrMesh{Namespace: get(s, "metadata", "namespace").GetStringValue(), Name: get(s, "metadata", "name").GetStringValue()}
+	x.Created, _ = time.Parse(time.RFC3339, get(s, "metadata", "creationTimestamp").GetStringValue()) // zero when unset
 	if x.Name == "" {
 		return nil, errors.New("the ClusterMesh has no metadata.name")
 	}
-	spec := s.GetFields()["spec"].GetStructValue()
+	spec := get(s, "spec").GetStructValue()
 	if spec == nil {
 		return nil, field.Required(field.NewPath("spec"), "a ClusterMesh has a spec")
 	}
@@ -69,7 +92,7 @@ func decodeMesh(s *structpb.Struct) (*xrMesh, error) {
 // message names it: spec.clusters[2]: ... instead of spec.clusters.
 func locate(spec *structpb.Struct, err error) error {
 	p := field.NewPath("spec")
-	for i, v := range spec.GetFields()["clusters"].GetListValue().GetValues() {
+	for i, v := range get(spec, "clusters").GetListValue().GetValues() {
 		var c meshv1alpha1.Cluster
 		if cerr := fromValue(v, &c); cerr != nil {
 			return field.Invalid(p.Child("clusters").Index(i), "", cerr.Error())
@@ -94,55 +117,94 @@ func fromValue(v *structpb.Value, into any) error {
 	return json.Unmarshal(b, into)
 }
 
-// requireOtherMeshes asks Crossplane for every ClusterMesh of the namespace:
-// their CIDRs must not overlap this mesh's.
-func requireOtherMeshes(rsp *fnv1.RunFunctionResponse, namespace string) {
+// memberLabels are the labels of a composed NodeInventory: which cluster it
+// observes, so that meshes sharing that cluster find each other.
+func memberLabels(namespace string, c meshv1alpha1.Cluster) map[string]string {
+	return map[string]string{meshv1alpha1.LabelMember: mesh.MemberID(namespace, c)}
+}
+
+// siblings finds the other meshes of the namespace whose networks matter to
+// this one: those that share a member with it, since both write Peers into
+// that member. It asks Crossplane for the NodeInventories of each member
+// (whichever mesh composed them), then for the meshes that composed them,
+// by name; never for this mesh itself, and never for meshes that share
+// nothing with it, so that their writes cause this mesh no watch events.
+// The bool is false until Crossplane has resolved every requirement.
+func siblings(rsp *fnv1.RunFunctionResponse, req *fnv1.RunFunctionRequest, x *xrMesh) ([]mesh.OtherMesh, bool) {
 	if rsp.Requirements == nil {
 		rsp.Requirements = &fnv1.Requirements{}
 	}
-	if rsp.Requirements.Resources == nil {
-		rsp.Requirements.Resources = map[string]*fnv1.ResourceSelector{}
+	rsp.Requirements.Resources = map[string]*fnv1.ResourceSelector{}
+	ns := x.Namespace
+	resolved := true
+	names := map[string]bool{}
+	for _, c := range x.Spec.Clusters {
+		key := prefixRequireMember + c.Name
+		rsp.Requirements.Resources[key] = &fnv1.ResourceSelector{
+			ApiVersion: kubev1alpha1.GroupVersion.String(),
+			Kind:       kubev1alpha1.NodeInventoryKind,
+			Match:      &fnv1.ResourceSelector_MatchLabels{MatchLabels: &fnv1.MatchLabels{Labels: memberLabels(ns, c)}},
+			Namespace:  &ns,
+		}
+		rr, ok := req.GetRequiredResources()[key]
+		if !ok {
+			resolved = false
+			continue
+		}
+		for _, item := range rr.GetItems() {
+			if n := get(item.GetResource(), "metadata", "annotations", meshv1alpha1.AnnotationMeshName).GetStringValue(); n != "" && n != x.Name {
+				names[n] = true
+			}
+		}
 	}
-	rsp.Requirements.Resources[requirementMeshes] = &fnv1.ResourceSelector{
-		ApiVersion: meshv1alpha1.GroupVersion.String(),
-		Kind:       meshv1alpha1.Kind,
-		Match:      &fnv1.ResourceSelector_MatchLabels{MatchLabels: &fnv1.MatchLabels{}},
-		Namespace:  &namespace,
+	sorted := make([]string, 0, len(names))
+	for n := range names {
+		sorted = append(sorted, n)
 	}
-}
-
-// otherMeshes are the ClusterMeshes of the namespace but this one. The bool
-// is false until Crossplane has resolved the requirement.
-func otherMeshes(req *fnv1.RunFunctionRequest, self string) ([]mesh.OtherMesh, bool) {
-	rr, ok := req.GetRequiredResources()[requirementMeshes]
-	if !ok {
-		return nil, false
+	sort.Strings(sorted)
+	if len(sorted) > maxSiblings {
+		sorted = sorted[:maxSiblings]
 	}
 	var out []mesh.OtherMesh
-	for _, item := range rr.GetItems() {
-		s := item.GetResource()
-		name := s.GetFields()["metadata"].GetStructValue().GetFields()["name"].GetStringValue()
-		if name == self {
+	for _, n := range sorted {
+		key := prefixRequireMesh + n
+		rsp.Requirements.Resources[key] = &fnv1.ResourceSelector{
+			ApiVersion: meshv1alpha1.GroupVersion.String(),
+			Kind:       meshv1alpha1.Kind,
+			Match:      &fnv1.ResourceSelector_MatchName{MatchName: n},
+			Namespace:  &ns,
+		}
+		rr, ok := req.GetRequiredResources()[key]
+		if !ok {
+			resolved = false
 			continue
 		}
-		o := mesh.OtherMesh{Name: name}
-		if err := fromValue(s.GetFields()["spec"], &o.Spec); err != nil {
-			// Its own function reports it; its CIDRs cannot be compared.
-			continue
+		for _, item := range rr.GetItems() {
+			created, _ := time.Parse(time.RFC3339, get(item.GetResource(), "metadata", "creationTimestamp").GetStringValue())
+			if !x.olderThan(created, n) {
+				continue // the younger mesh freezes, not this one
+			}
+			o := mesh.OtherMesh{Name: n}
+			if err := fromValue(get(item.GetResource(), "spec"), &o.Spec); err != nil {
+				continue // its own function reports it; its CIDRs cannot be compared
+			}
+			out = append(out, o)
 		}
-		out = append(out, o)
 	}
-	return out, true
+	return out, resolved
 }
 
 // observed is what the request says of the mesh's composed resources.
 type observed struct {
 	inventories map[string]*mesh.Observation
 	resources   map[string]*fnv1.Resource
+	// composed are the Peers the composed resources hold.
+	composed []composedPeer
 }
 
 func readObserved(req *fnv1.RunFunctionRequest, x *xrMesh) (*observed, error) {
 	o := &observed{inventories: map[string]*mesh.Observation{}, resources: req.GetObserved().GetResources()}
+	o.composed = composedPeers(o)
 	for _, c := range x.Spec.Clusters {
 		r, ok := o.resources[prefixInventory+c.Name]
 		if !ok {
@@ -164,7 +226,7 @@ func readObserved(req *fnv1.RunFunctionRequest, x *xrMesh) (*observed, error) {
 // observed its cluster nor failed to.
 func readInventory(s *structpb.Struct) (*mesh.Observation, error) {
 	o := &mesh.Observation{Reachable: true}
-	if at := s.GetFields()["status"].GetStructValue().GetFields()["atProvider"]; at != nil {
+	if at := get(s, "status", "atProvider"); at != nil {
 		if err := fromValue(at, &o.NodeInventoryObservation); err != nil {
 			return nil, err
 		}
@@ -202,7 +264,7 @@ type cond struct {
 
 // condition reads one condition of a resource without decoding the rest.
 func condition(s *structpb.Struct, typ string) (cond, bool) {
-	for _, v := range s.GetFields()["status"].GetStructValue().GetFields()["conditions"].GetListValue().GetValues() {
+	for _, v := range get(s, "status", "conditions").GetListValue().GetValues() {
 		f := v.GetStructValue().GetFields()
 		if f["type"].GetStringValue() != typ {
 			continue

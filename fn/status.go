@@ -144,10 +144,8 @@ func writeFrozenStatus(rsp *fnv1.RunFunctionResponse, req *fnv1.RunFunctionReque
 	return nil
 }
 
-// limit cuts a condition message to a readable length.
+// limit cuts a condition message to a readable length, on a character
+// boundary: the response must stay valid UTF-8.
 func limit(s string) string {
-	if len(s) <= maxConditionMessageLength {
-		return s
-	}
-	return s[:maxConditionMessageLength-3] + "..."
+	return mesh.Truncate(s, maxConditionMessageLength)
 }

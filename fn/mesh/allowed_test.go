@@ -11,12 +11,12 @@ import (
 	meshv1alpha1 "github.com/kilomesh/kilomesh/apis/mesh/v1alpha1"
 )
 
-// allowedByLeader maps the leader of each of source's Peers in target to
-// its allowedIPs.
-func allowedByLeader(p *Plan, target, source string, leaders ...string) map[string][]string {
+// allowedByLeader maps the leader of each of a's Peers in target to its
+// allowedIPs.
+func allowedByLeader(p *Plan, target string, leaders ...string) map[string][]string {
 	out := map[string][]string{}
 	for _, l := range leaders {
-		if peer := peerOf(p, target, source, l); peer.Name != "" {
+		if peer := peerOf(p, target, "a", l); peer.Name != "" {
 			out[l] = peer.Spec.AllowedIPs
 		}
 	}
@@ -48,76 +48,83 @@ func TestAllowedIPs(t *testing.T) {
 		want      want
 	}{
 		"Order": {
-			reason:  "Pod CIDRs (dual-stack included), then the host of kilo.squat.ai/internal-ip, then InternalIPs, then the WireGuard host route.",
-			cluster: []clusterOpt{withPods("10.1.0.0/16", "fd01:1::/48")},
+			reason: "The pod CIDR, then the host of kilo.squat.ai/internal-ip, then the WireGuard host route. status.addresses are not routed (Kilo does not route them either), nor a dual-stack node's pod CIDR of the other family.",
 			nodes: []kubev1alpha1.ObservedNode{nodeA1(
 				podCIDRs("10.1.1.0/24", "fd01:1:0:1::/64"),
-				kiloInternalIP("192.168.1.11/24"),
-				internalIPs("192.168.2.11", "fd02::11"),
+				internalIP("192.168.1.11/24"),
+				statusInternalIPs("192.168.2.11", "fd02::11"),
 			)},
-			want: want{allowed: map[string][]string{
-				"a1": {"10.1.1.0/24", "fd01:1:0:1::/64", "192.168.1.11/32", "192.168.2.11/32", "fd02::11/128", "10.41.0.1/32"},
-			}},
+			want: want{allowed: map[string][]string{"a1": {"10.1.1.0/24", "192.168.1.11/32", "10.41.0.1/32"}}},
+		},
+		"NoNodeCIDRsNoInternalRoute": {
+			reason:  "Without declared nodeCIDRs no internal address is routed, and nothing is reported per node.",
+			cluster: []clusterOpt{withNodeCIDRs()},
+			nodes:   []kubev1alpha1.ObservedNode{nodeA1(internalIP("192.168.1.11/24"))},
+			want:    want{allowed: map[string][]string{"a1": {"10.1.1.0/24", "10.41.0.1/32"}}},
+		},
+		"InternalIPOutsideNodeCIDRs": {
+			reason: "An internal address outside the cluster's nodeCIDRs is not routed: NodeIPOutOfRange.",
+			nodes:  []kubev1alpha1.ObservedNode{nodeA1(internalIP("172.20.0.5/24"))},
+			want: want{
+				allowed:  map[string][]string{"a1": {"10.1.1.0/24", "10.41.0.1/32"}},
+				warnings: []warning{{"a", ReasonNodeIPOutOfRange}},
+			},
+		},
+		"ForgedInternalIPOfAnotherMember": {
+			reason: "A node annotated with an address of another member (a pod, a leader, an API server there) cannot route it to itself: it is outside its own cluster's nodeCIDRs.",
+			nodes:  []kubev1alpha1.ObservedNode{nodeA1(internalIP("192.168.16.5/32")), nodeA2(internalIP("10.2.1.7/32"))},
+			want: want{
+				allowed: map[string][]string{
+					"a1": {"10.1.1.0/24", "10.41.0.1/32"},
+					"a2": {"10.1.2.0/24", "10.41.0.2/32"},
+				},
+				warnings: []warning{{"a", ReasonNodeIPOutOfRange}},
+			},
+		},
+		"ForgedForceInternalIP": {
+			reason: "force-internal-ip is node data like internal-ip: the same bound applies.",
+			nodes:  []kubev1alpha1.ObservedNode{nodeA1(internalIP("192.168.1.11/24"), forceInternalIP("192.168.16.1/32"))},
+			want: want{
+				allowed:  map[string][]string{"a1": {"10.1.1.0/24", "10.41.0.1/32"}},
+				warnings: []warning{{"a", ReasonNodeIPOutOfRange}},
+			},
+		},
+		"InternalIPOfTheOtherFamily": {
+			reason: "An IPv6 internal address in an IPv4 mesh is left out silently.",
+			nodes:  []kubev1alpha1.ObservedNode{nodeA1(internalIP("fd02::11/64"))},
+			want:   want{allowed: map[string][]string{"a1": {"10.1.1.0/24", "10.41.0.1/32"}}},
 		},
 		"WireguardHostRouteNotSubnet": {
 			reason: "The WireGuard address is routed as /32, never as the /16 written in the annotation.",
 			nodes:  []kubev1alpha1.ObservedNode{nodeA1(wgIP("10.41.7.9/16"))},
 			want:   want{allowed: map[string][]string{"a1": {"10.1.1.0/24", "10.41.7.9/32"}}},
 		},
-		"WireguardIPv6": {
-			reason:  "An IPv6 WireGuard address is routed as /128.",
-			cluster: []clusterOpt{func(c *meshv1alpha1.Cluster) { c.WireguardCIDR = "fd41::/64" }},
-			nodes:   []kubev1alpha1.ObservedNode{nodeA1(wgIP("fd41::1/64"))},
-			want:    want{allowed: map[string][]string{"a1": {"10.1.1.0/24", "fd41::1/128"}}},
-		},
 		"NodesDoNotAdvertise": {
 			reason:    "With advertiseNodeIPs false no internal address is routed.",
 			noAdverts: true,
-			nodes:     []kubev1alpha1.ObservedNode{nodeA1(kiloInternalIP("192.168.1.11/24"), internalIPs("192.168.2.11"))},
+			nodes:     []kubev1alpha1.ObservedNode{nodeA1(internalIP("192.168.1.11/24"))},
 			want:      want{allowed: map[string][]string{"a1": {"10.1.1.0/24", "10.41.0.1/32"}}},
 		},
 		"Duplicates": {
-			reason: "Duplicates are removed keeping the first: the internal-ip host repeated as an InternalIP, a pod CIDR listed twice.",
-			nodes:  []kubev1alpha1.ObservedNode{nodeA1(podCIDRs("10.1.1.0/24", "10.1.1.0/24"), kiloInternalIP("192.168.1.11/24"), internalIPs("192.168.1.11", "192.168.2.11"))},
-			want:   want{allowed: map[string][]string{"a1": {"10.1.1.0/24", "192.168.1.11/32", "192.168.2.11/32", "10.41.0.1/32"}}},
+			reason: "Duplicates are removed keeping the first: a pod CIDR listed twice.",
+			nodes:  []kubev1alpha1.ObservedNode{nodeA1(podCIDRs("10.1.1.0/24", "10.1.1.0/24"), internalIP("192.168.1.11/24"))},
+			want:   want{allowed: map[string][]string{"a1": {"10.1.1.0/24", "192.168.1.11/32", "10.41.0.1/32"}}},
 		},
 		"OwnEndpointNotRouted": {
 			reason: "A node whose internal address is its own endpoint does not route it, and that is not a conflict.",
-			nodes:  []kubev1alpha1.ObservedNode{nodeA1(internalIPs("203.0.113.1", "192.168.2.11"))},
-			want:   want{allowed: map[string][]string{"a1": {"10.1.1.0/24", "192.168.2.11/32", "10.41.0.1/32"}}},
+			nodes:  []kubev1alpha1.ObservedNode{nodeA1(internalIP("192.168.1.1/24"), forceEndpoint("192.168.1.1:51820"))},
+			want:   want{allowed: map[string][]string{"a1": {"10.1.1.0/24", "10.41.0.1/32"}}},
 		},
 		"OwnDNSEndpointDoesNotHideAddresses": {
-			reason: "A DNS endpoint has no address to compare with: internal addresses are routed.",
-			nodes:  []kubev1alpha1.ObservedNode{nodeA1(forceEndpoint("a1.example.com:51820"), internalIPs("203.0.113.1"))},
-			want:   want{allowed: map[string][]string{"a1": {"10.1.1.0/24", "203.0.113.1/32", "10.41.0.1/32"}}},
+			reason: "A DNS endpoint has no address to compare with: the internal address is routed.",
+			nodes:  []kubev1alpha1.ObservedNode{nodeA1(forceEndpoint("a1.example.com:51820"), internalIP("192.168.1.1/24"))},
+			want:   want{allowed: map[string][]string{"a1": {"10.1.1.0/24", "192.168.1.1/32", "10.41.0.1/32"}}},
 		},
 		"EndpointOfAnotherSegment": {
-			reason: "An internal address equal to the endpoint of another segment of the cluster is not routed: NodeIPConflict.",
+			reason: "An internal address equal to the endpoint of another segment is not routed: NodeIPConflict.",
 			nodes: []kubev1alpha1.ObservedNode{
-				nodeA1(internalIPs("203.0.113.2", "192.168.2.11")),
-				nodeA2(),
-			},
-			want: want{
-				allowed: map[string][]string{
-					"a1": {"10.1.1.0/24", "192.168.2.11/32", "10.41.0.1/32"},
-					"a2": {"10.1.2.0/24", "10.41.0.2/32"},
-				},
-				warnings: []warning{{"a", ReasonNodeIPConflict}},
-			},
-		},
-		"EndpointOfAnotherCluster": {
-			reason: "An internal address equal to the endpoint of a segment of another cluster is not routed: NodeIPConflict.",
-			nodes:  []kubev1alpha1.ObservedNode{nodeA1(kiloInternalIP("198.51.100.1/24"))},
-			want: want{
-				allowed:  map[string][]string{"a1": {"10.1.1.0/24", "10.41.0.1/32"}},
-				warnings: []warning{{"a", ReasonNodeIPConflict}},
-			},
-		},
-		"EndpointOfAnotherSegmentByForceEndpoint": {
-			reason: "Endpoints from any source count, a force-endpoint too.",
-			nodes: []kubev1alpha1.ObservedNode{
-				nodeA1(internalIPs("192.0.2.50")),
-				nodeA2(forceEndpoint("192.0.2.50:6000")),
+				nodeA1(internalIP("192.168.1.50/24")),
+				nodeA2(forceEndpoint("192.168.1.50:6000")),
 			},
 			want: want{
 				allowed: map[string][]string{
@@ -127,37 +134,44 @@ func TestAllowedIPs(t *testing.T) {
 				warnings: []warning{{"a", ReasonNodeIPConflict}},
 			},
 		},
+		"EndpointOfAnotherCluster": {
+			reason:  "An internal address equal to the endpoint of a segment of another cluster is not routed: NodeIPConflict.",
+			cluster: []clusterOpt{withNodeCIDRs("192.168.0.0/20", "198.51.100.0/24")},
+			nodes:   []kubev1alpha1.ObservedNode{nodeA1(internalIP("198.51.100.1/24"))},
+			want: want{
+				allowed:  map[string][]string{"a1": {"10.1.1.0/24", "10.41.0.1/32"}},
+				warnings: []warning{{"a", ReasonNodeIPConflict}},
+			},
+		},
 		"SharedBySegmentsOfOneCluster": {
 			reason: "An internal address advertised by two segments is routed by neither: NodeIPConflict.",
-			nodes: []kubev1alpha1.ObservedNode{
-				nodeA1(internalIPs("192.168.1.50", "192.168.1.1")),
-				nodeA2(internalIPs("192.168.1.50", "192.168.1.2")),
-			},
+			nodes:  []kubev1alpha1.ObservedNode{nodeA1(internalIP("192.168.1.50/24")), nodeA2(internalIP("192.168.1.50/24"))},
 			want: want{
 				allowed: map[string][]string{
-					"a1": {"10.1.1.0/24", "192.168.1.1/32", "10.41.0.1/32"},
-					"a2": {"10.1.2.0/24", "192.168.1.2/32", "10.41.0.2/32"},
+					"a1": {"10.1.1.0/24", "10.41.0.1/32"},
+					"a2": {"10.1.2.0/24", "10.41.0.2/32"},
 				},
 				warnings: []warning{{"a", ReasonNodeIPConflict}},
 			},
 		},
-		"SharedAcrossClusters": {
-			reason: "An internal address advertised by segments of two clusters is routed by neither; both report it.",
-			nodes:  []kubev1alpha1.ObservedNode{nodeA1(internalIPs("192.168.1.50", "192.168.1.1"))},
-			b1:     []nodeOpt{internalIPs("192.168.1.50")},
-			want: want{
-				allowed:  map[string][]string{"a1": {"10.1.1.0/24", "192.168.1.1/32", "10.41.0.1/32"}},
-				warnings: []warning{{"a", ReasonNodeIPConflict}, {"b", ReasonNodeIPConflict}},
-			},
-		},
 		"SharedWithinOneLocation": {
-			reason:  "Two members of one location with the same address are one segment: the address is routed once.",
-			cluster: []clusterOpt{},
+			reason: "Two members of one location with the same address are one segment: the address is routed once.",
 			nodes: []kubev1alpha1.ObservedNode{
-				nodeA1(location("eu"), internalIPs("192.168.1.50"), granularity("location")),
-				observedNode("a2", location("eu"), podCIDRs("10.1.2.0/24"), internalIPs("192.168.1.50")),
+				nodeA1(location("eu"), internalIP("192.168.1.50/24"), granularity("location")),
+				memberNode("a2", "10.1.2.0/24", 2, "192.168.1.50/24", location("eu")),
 			},
 			want: want{allowed: map[string][]string{"a1": {"10.1.1.0/24", "192.168.1.50/32", "10.1.2.0/24", "10.41.0.1/32"}}},
+		},
+		"PodCIDRClaimedByTwoSegments": {
+			reason: "A pod CIDR that two segments claim (a Node can be created with any) is routed by neither: NodePodCIDRConflict.",
+			nodes:  []kubev1alpha1.ObservedNode{nodeA1(), nodeA2(podCIDRs("10.1.1.128/25"))},
+			want: want{
+				allowed: map[string][]string{
+					"a1": {"10.41.0.1/32"},
+					"a2": {"10.41.0.2/32"},
+				},
+				warnings: []warning{{"a", ReasonNodePodCIDRConflict}},
+			},
 		},
 	}
 	for name, tc := range cases {
@@ -173,7 +187,123 @@ func TestAllowedIPs(t *testing.T) {
 			if err != nil {
 				t.Fatalf("\n%s\nDo(...): unexpected error: %v", tc.reason, err)
 			}
-			if diff := cmp.Diff(tc.want.allowed, allowedByLeader(p, "b", "a", "a1", "a2")); diff != "" {
+			if diff := cmp.Diff(tc.want.allowed, allowedByLeader(p, "b", "a1", "a2")); diff != "" {
+				t.Errorf("\n%s\nDo(...): -want allowedIPs of a's Peers in b, +got:\n%s", tc.reason, diff)
+			}
+			if diff := cmp.Diff(tc.want.warnings, sortedWarnings(p)); diff != "" {
+				t.Errorf("\n%s\nDo(...): -want warnings, +got:\n%s", tc.reason, diff)
+			}
+		})
+	}
+}
+
+func TestLocationIPs(t *testing.T) {
+	type want struct {
+		allowed  map[string][]string // a's Peers in b by leader
+		warnings []warning
+	}
+	eu := func(opts ...nodeOpt) kubev1alpha1.ObservedNode {
+		return nodeA1(append([]nodeOpt{location("eu"), internalIP("192.168.1.1/24")}, opts...)...)
+	}
+	us := func(opts ...nodeOpt) kubev1alpha1.ObservedNode {
+		return nodeA2(append([]nodeOpt{location("us"), internalIP("192.168.2.1/24")}, opts...)...)
+	}
+	euIPs := []string{"10.1.1.0/24", "192.168.1.1/32"}
+	usIPs := []string{"10.1.2.0/24", "192.168.2.1/32"}
+	cases := map[string]struct {
+		reason string
+		a      meshv1alpha1.Cluster
+		nodes  []kubev1alpha1.ObservedNode
+		want   want
+	}{
+		"RoutedToTheOwningLocation": {
+			reason: "A location's allowed-location-ips inside the declared additionalCIDRs go on its own Peer, after its node's addresses; the anchor keeps the wider CIDR and the most specific prefix wins.",
+			a:      clusterA(withAdditional("172.16.0.0/16")),
+			nodes:  []kubev1alpha1.ObservedNode{eu(locationIPs("172.16.5.0/24")), us()},
+			want: want{allowed: map[string][]string{
+				"a1": with(euIPs, "172.16.5.0/24", "10.41.0.1/32", "172.16.0.0/16"),
+				"a2": with(usIPs, "10.41.0.2/32"),
+			}},
+		},
+		"EqualToAnAdditionalCIDRMoves": {
+			reason: "A range equal to a declared additionalCIDR moves from the anchor to the owning location.",
+			a:      clusterA(withAdditional("172.16.0.0/16", "172.17.0.0/16")),
+			nodes:  []kubev1alpha1.ObservedNode{eu(), us(locationIPs("172.17.0.0/16"))},
+			want: want{allowed: map[string][]string{
+				"a1": with(euIPs, "10.41.0.1/32", "172.16.0.0/16"),
+				"a2": with(usIPs, "172.17.0.0/16", "10.41.0.2/32"),
+			}},
+		},
+		"OutsideAdditionalCIDRs": {
+			reason: "A range outside the declared additionalCIDRs is never routed from node data: AllowedLocationIPOutOfRange.",
+			a:      clusterA(withAdditional("172.16.0.0/16")),
+			nodes:  []kubev1alpha1.ObservedNode{eu(locationIPs("10.2.0.0/16,172.16.5.0/24")), us()},
+			want: want{
+				allowed: map[string][]string{
+					"a1": with(euIPs, "172.16.5.0/24", "10.41.0.1/32", "172.16.0.0/16"),
+					"a2": with(usIPs, "10.41.0.2/32"),
+				},
+				warnings: []warning{{"a", ReasonAllowedLocationIPOutOfRange}},
+			},
+		},
+		"NoAdditionalCIDRs": {
+			reason: "Without additionalCIDRs no location range is routed.",
+			a:      clusterA(),
+			nodes:  []kubev1alpha1.ObservedNode{eu(locationIPs("172.16.5.0/24")), us()},
+			want: want{
+				allowed: map[string][]string{
+					"a1": with(euIPs, "10.41.0.1/32"),
+					"a2": with(usIPs, "10.41.0.2/32"),
+				},
+				warnings: []warning{{"a", ReasonAllowedLocationIPOutOfRange}},
+			},
+		},
+		"OverlapBetweenLocations": {
+			reason: "Ranges of two locations that overlap are routed by neither, as Kilo's own filter does; the anchor still covers them.",
+			a:      clusterA(withAdditional("172.16.0.0/16")),
+			nodes:  []kubev1alpha1.ObservedNode{eu(locationIPs("172.16.5.0/24")), us(locationIPs("172.16.5.128/25,172.16.9.0/24"))},
+			want: want{
+				allowed: map[string][]string{
+					"a1": with(euIPs, "10.41.0.1/32", "172.16.0.0/16"),
+					"a2": with(usIPs, "172.16.9.0/24", "10.41.0.2/32"),
+				},
+				warnings: []warning{{"a", ReasonAllowedLocationIPConflict}},
+			},
+		},
+		"KiloParsing": {
+			reason: "Kilo reads each range as <ip>/<prefix> and skips the rest; the mesh reports them. Host bits are masked.",
+			a:      clusterA(withAdditional("172.16.0.0/16")),
+			nodes:  []kubev1alpha1.ObservedNode{eu(locationIPs("172.16.5.9/24, 172.16.6.0/24,nope")), us()},
+			want: want{
+				allowed: map[string][]string{
+					"a1": with(euIPs, "172.16.5.0/24", "10.41.0.1/32", "172.16.0.0/16"),
+					"a2": with(usIPs, "10.41.0.2/32"),
+				},
+				warnings: []warning{{"a", ReasonAnnotationInvalid}},
+			},
+		},
+		"MemberOfALocation": {
+			reason: "In Location granularity a member's ranges go on its location's Peer too.",
+			a:      clusterA(withAdditional("172.16.0.0/16")),
+			nodes: []kubev1alpha1.ObservedNode{
+				eu(granularity("location")),
+				memberNode("a3", "10.1.3.0/24", 3, "192.168.1.3/24", location("eu"), locationIPs("172.16.7.0/24")),
+			},
+			want: want{allowed: map[string][]string{
+				"a1": with(euIPs, "10.1.3.0/24", "192.168.1.3/32", "172.16.7.0/24", "10.41.0.1/32", "172.16.0.0/16"),
+			}},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			p, err := Do(meshInput([]meshv1alpha1.Cluster{tc.a, clusterB()}, map[string]*Observation{
+				"a": observation(tc.nodes...),
+				"b": observation(nodeB1()),
+			}))
+			if err != nil {
+				t.Fatalf("\n%s\nDo(...): unexpected error: %v", tc.reason, err)
+			}
+			if diff := cmp.Diff(tc.want.allowed, allowedByLeader(p, "b", "a1", "a2")); diff != "" {
 				t.Errorf("\n%s\nDo(...): -want allowedIPs of a's Peers in b, +got:\n%s", tc.reason, diff)
 			}
 			if diff := cmp.Diff(tc.want.warnings, sortedWarnings(p)); diff != "" {
@@ -196,28 +326,27 @@ func TestAllowedIPsPerTarget(t *testing.T) {
 	}{
 		"AddressOfATargetNode": {
 			reason: "An internal address that a node of the target uses itself is dropped from the Peer in that target only: NodeIPConflict on the source.",
-			a1:     nodeA1(internalIPs("192.168.9.9", "192.168.1.1")),
-			nodesB: []kubev1alpha1.ObservedNode{nodeB1(), observedNode("b2", podCIDRs("10.2.2.0/24"), internalIPs("192.168.9.9"))},
-			want: want{
-				inB:      []string{"10.1.1.0/24", "192.168.1.1/32", "10.41.0.1/32"},
-				inC:      []string{"10.1.1.0/24", "192.168.9.9/32", "192.168.1.1/32", "10.41.0.1/32"},
-				warnings: []warning{{"a", ReasonNodeIPConflict}, {"b", ReasonNodeNoWireguardIP}},
-			},
-		},
-		"KiloInternalIPOfATargetNode": {
-			reason: "The target's kilo.squat.ai/internal-ip addresses count as its own addresses too.",
-			a1:     nodeA1(internalIPs("192.168.9.9")),
-			nodesB: []kubev1alpha1.ObservedNode{nodeB1(), observedNode("b2", podCIDRs("10.2.2.0/24"), kiloInternalIP("192.168.9.9/24"))},
+			a1:     nodeA1(internalIP("192.168.9.9/24")),
+			nodesB: []kubev1alpha1.ObservedNode{nodeB1(), memberNode("b2", "10.2.2.0/24", 102, "192.168.9.9/24")},
 			want: want{
 				inB:      []string{"10.1.1.0/24", "10.41.0.1/32"},
 				inC:      []string{"10.1.1.0/24", "192.168.9.9/32", "10.41.0.1/32"},
 				warnings: []warning{{"a", ReasonNodeIPConflict}, {"b", ReasonNodeNoWireguardIP}},
 			},
 		},
+		"StatusAddressOfATargetNodeDoesNotCount": {
+			reason: "A target node's status.addresses are not Kilo's internal address: nothing is dropped for them.",
+			a1:     nodeA1(internalIP("192.168.9.9/24")),
+			nodesB: []kubev1alpha1.ObservedNode{nodeB1(statusInternalIPs("192.168.9.9"))},
+			want: want{
+				inB: []string{"10.1.1.0/24", "192.168.9.9/32", "10.41.0.1/32"},
+				inC: []string{"10.1.1.0/24", "192.168.9.9/32", "10.41.0.1/32"},
+			},
+		},
 		"NoOverlapNoDrop": {
 			reason: "Addresses the target does not use are routed everywhere.",
-			a1:     nodeA1(internalIPs("192.168.9.9")),
-			nodesB: []kubev1alpha1.ObservedNode{nodeB1(internalIPs("192.168.9.10"))},
+			a1:     nodeA1(internalIP("192.168.9.9/24")),
+			nodesB: []kubev1alpha1.ObservedNode{nodeB1(internalIP("192.168.16.10/24"))},
 			want: want{
 				inB: []string{"10.1.1.0/24", "192.168.9.9/32", "10.41.0.1/32"},
 				inC: []string{"10.1.1.0/24", "192.168.9.9/32", "10.41.0.1/32"},
@@ -310,24 +439,6 @@ func TestAnchor(t *testing.T) {
 				inC: map[string][]string{"a1": with(a1, anchorCIDRs...), "a2": a2, "a3": a3},
 			},
 		},
-		"SegmentsWithEndpointFirst": {
-			reason:  "Roaming segments are passed over when a segment has an endpoint.",
-			cluster: anchored(),
-			nodes:   []kubev1alpha1.ObservedNode{nodeA1(externalIPs()), nodeA2(), nodeA3()},
-			want: want{
-				inB: map[string][]string{"a1": a1, "a2": with(a2, anchorCIDRs...), "a3": a3},
-				inC: map[string][]string{"a1": a1, "a2": with(a2, anchorCIDRs...), "a3": a3},
-			},
-		},
-		"AllRoaming": {
-			reason:  "When every segment roams, the first by leader name is the anchor.",
-			cluster: anchored(),
-			nodes:   []kubev1alpha1.ObservedNode{nodeA2(externalIPs()), nodeA1(externalIPs())},
-			want: want{
-				inB: map[string][]string{"a1": with(a1, anchorCIDRs...), "a2": a2},
-				inC: map[string][]string{"a1": with(a1, anchorCIDRs...), "a2": a2},
-			},
-		},
 		"BlockedInOneTarget": {
 			reason:  "Where a foreign Peer keeps the anchor segment out of a target, the next written Peer of the source carries the anchor there.",
 			cluster: anchored(),
@@ -338,14 +449,14 @@ func TestAnchor(t *testing.T) {
 				inC: map[string][]string{"a1": with(a1, anchorCIDRs...), "a2": a2, "a3": a3},
 			},
 		},
-		"BlockedInOneTargetNextIsRoaming": {
-			reason:  "With the only segment with an endpoint blocked in a target, a roaming one carries the anchor there.",
+		"BlockedByNameInOneTarget": {
+			reason:  "A segment held back by a Peer of its name in a target passes the anchor to the next one there.",
 			cluster: anchored(),
-			nodes:   []kubev1alpha1.ObservedNode{nodeA1(externalIPs()), nodeA2()},
-			foreign: []kubev1alpha1.ForeignPeer{{Name: PeerName(testNamespace, testMesh, "a", "a2")}},
+			nodes:   []kubev1alpha1.ObservedNode{nodeA1(), nodeA2()},
+			foreign: []kubev1alpha1.ForeignPeer{{Name: PeerName(testNamespace, testMesh, "a", "a1")}},
 			want: want{
-				inB: map[string][]string{"a1": with(a1, anchorCIDRs...)},
-				inC: map[string][]string{"a1": a1, "a2": with(a2, anchorCIDRs...)},
+				inB: map[string][]string{"a2": with(a2, anchorCIDRs...)},
+				inC: map[string][]string{"a1": with(a1, anchorCIDRs...), "a2": a2},
 			},
 		},
 	}
@@ -362,10 +473,10 @@ func TestAnchor(t *testing.T) {
 			if err != nil {
 				t.Fatalf("\n%s\nDo(...): unexpected error: %v", tc.reason, err)
 			}
-			if diff := cmp.Diff(tc.want.inB, allowedByLeader(p, "b", "a", "a1", "a2", "a3")); diff != "" {
+			if diff := cmp.Diff(tc.want.inB, allowedByLeader(p, "b", "a1", "a2", "a3")); diff != "" {
 				t.Errorf("\n%s\nDo(...): -want allowedIPs of a's Peers in b, +got:\n%s", tc.reason, diff)
 			}
-			if diff := cmp.Diff(tc.want.inC, allowedByLeader(p, "c", "a", "a1", "a2", "a3")); diff != "" {
+			if diff := cmp.Diff(tc.want.inC, allowedByLeader(p, "c", "a1", "a2", "a3")); diff != "" {
 				t.Errorf("\n%s\nDo(...): -want allowedIPs of a's Peers in c, +got:\n%s", tc.reason, diff)
 			}
 		})
@@ -385,7 +496,7 @@ func TestKeepalive(t *testing.T) {
 		warnings []warning
 	}{
 		"NoneDeclared": {
-			reason: "Without any declared keepalive Peers with an endpoint have none.",
+			reason: "Without any declared keepalive Peers have none.",
 			nodesA: []kubev1alpha1.ObservedNode{nodeA1()},
 			want:   want{inB: map[string]int{"a1": 0}, inA: map[string]int{"b1": 0}},
 		},
@@ -395,18 +506,6 @@ func TestKeepalive(t *testing.T) {
 			b:      []clusterOpt{withKeepalive(30)},
 			nodesA: []kubev1alpha1.ObservedNode{nodeA1()},
 			want:   want{inB: map[string]int{"a1": 30}, inA: map[string]int{"b1": 30}},
-		},
-		"RoamingAtLeast25": {
-			reason: "A roaming Peer gets at least 25 s above a lower floor; others keep the floor.",
-			a:      []clusterOpt{withKeepalive(10)},
-			nodesA: []kubev1alpha1.ObservedNode{nodeA1(externalIPs()), nodeA2()},
-			want:   want{inB: map[string]int{"a1": 25, "a2": 10}, inA: map[string]int{"b1": 10}},
-		},
-		"RoamingAboveFloor": {
-			reason: "A floor above 25 s applies to roaming Peers too.",
-			b:      []clusterOpt{withKeepalive(40)},
-			nodesA: []kubev1alpha1.ObservedNode{nodeA1(externalIPs())},
-			want:   want{inB: map[string]int{"a1": 40}, inA: map[string]int{"b1": 40}},
 		},
 		"LeaderAnnotationRaises": {
 			reason: "The leader's kilo.squat.ai/persistent-keepalive raises its own Peer above the floor.",
@@ -419,11 +518,6 @@ func TestKeepalive(t *testing.T) {
 			a:      []clusterOpt{withKeepalive(10)},
 			nodesA: []kubev1alpha1.ObservedNode{nodeA1(nodeKeepalive("5"))},
 			want:   want{inB: map[string]int{"a1": 10}, inA: map[string]int{"b1": 10}},
-		},
-		"LeaderAnnotationBelowRoaming": {
-			reason: "A node annotation below 25 s does not lower a roaming Peer's keepalive.",
-			nodesA: []kubev1alpha1.ObservedNode{nodeA1(externalIPs(), nodeKeepalive("10"))},
-			want:   want{inB: map[string]int{"a1": 25}, inA: map[string]int{"b1": 0}},
 		},
 		"LeaderAnnotationMalformed": {
 			reason:   "A malformed node keepalive is a warning, not a skip: the Peer keeps the floor.",
@@ -441,8 +535,8 @@ func TestKeepalive(t *testing.T) {
 		"MemberAnnotationIgnored": {
 			reason: "In a location only the leader's annotation counts.",
 			nodesA: []kubev1alpha1.ObservedNode{
-				nodeA1(granularity("location"), location("eu")),
-				observedNode("a2", location("eu"), podCIDRs("10.1.2.0/24"), nodeKeepalive("90")),
+				nodeA1(granularity("location"), location("eu"), internalIP("192.168.1.1/24")),
+				memberNode("a2", "10.1.2.0/24", 2, "192.168.1.2/24", location("eu"), nodeKeepalive("90")),
 			},
 			want: want{inB: map[string]int{"a1": 0}, inA: map[string]int{"b1": 0}},
 		},
@@ -487,10 +581,10 @@ func TestPlacement(t *testing.T) {
 		"b": observation(nodeB1()),
 		"c": observation(c1),
 	})
-	pa1 := wantPeer("a", "a1", 1, ipEndpoint("203.0.113.1", 51820), 0, "10.1.1.0/24", "10.41.0.1/32")
-	pa2 := wantPeer("a", "a2", 2, ipEndpoint("203.0.113.2", 51820), 0, "10.1.2.0/24", "10.41.0.2/32")
-	pb1 := wantPeer("b", "b1", 101, ipEndpoint("198.51.100.1", 51820), 0, "10.2.1.0/24", "10.42.0.1/32")
-	pc1 := wantPeer("c", "c1", 201, ipEndpoint("198.51.100.201", 51820), 0, "10.3.1.0/24", "10.43.0.1/32")
+	pa1 := wantPeer("a", "a1", 1, ipEndpoint("203.0.113.1", 51820), "10.1.1.0/24", "10.41.0.1/32")
+	pa2 := wantPeer("a", "a2", 2, ipEndpoint("203.0.113.2", 51820), "10.1.2.0/24", "10.41.0.2/32")
+	pb1 := wantPeer("b", "b1", 101, ipEndpoint("198.51.100.1", 51820), "10.2.1.0/24", "10.42.0.1/32")
+	pc1 := wantPeer("c", "c1", 201, ipEndpoint("198.51.100.201", 51820), "10.3.1.0/24", "10.43.0.1/32")
 	want := map[string][]kilov1alpha1.Peer{
 		"a": {pb1, pc1},
 		"b": {pa1, pa2, pc1},

@@ -24,12 +24,13 @@ func benchInput(clusters, nodes int) *Input {
 			PodCIDRs:      []meshv1alpha1.CIDR{meshv1alpha1.CIDR(fmt.Sprintf("10.%d.0.0/16", c+1))},
 			WireguardCIDR: meshv1alpha1.CIDR(fmt.Sprintf("10.%d.0.0/16", 100+c)),
 			ServiceCIDR:   &svc,
+			NodeCIDRs:     []meshv1alpha1.CIDR{meshv1alpha1.CIDR(fmt.Sprintf("172.%d.0.0/16", 16+c))},
 		})
 		obs := &Observation{Reachable: true}
 		obs.ObservedAt = &now
 		for n := range nodes {
 			var k [32]byte
-			k[0], k[1], k[2] = byte(c), byte(n>>8), byte(n)
+			k[0], k[1], k[2], k[3] = byte(c), byte(n>>8), byte(n), 1
 			obs.Nodes = append(obs.Nodes, kubev1alpha1.ObservedNode{
 				Name:        fmt.Sprintf("node-%04d", n),
 				PodCIDRs:    []string{fmt.Sprintf("10.%d.%d.%d/28", c+1, n/16, (n%16)*16)},
@@ -39,6 +40,8 @@ func benchInput(clusters, nodes int) *Input {
 				Kilo: &kubev1alpha1.KiloAnnotations{
 					Key:         kilov1alpha1.EncodeKey(k),
 					WireguardIP: fmt.Sprintf("10.%d.%d.%d/16", 100+c, n/250, n%250+1),
+					Endpoint:    fmt.Sprintf("100.%d.%d.%d:51820", 64+c, n/250, n%250+1),
+					InternalIP:  fmt.Sprintf("172.%d.%d.%d/16", 16+c, n/250, n%250+1),
 				},
 			})
 		}
@@ -61,6 +64,9 @@ func BenchmarkPlan(b *testing.B) {
 					b.Fatal(err)
 				}
 				peers = p.Status.PeerCount
+			}
+			if want := size.clusters * (size.clusters - 1) * size.nodes; peers != want {
+				b.Fatalf("planned %d Peers, want %d: the benchmark's nodes no longer pass the checks", peers, want)
 			}
 			b.ReportMetric(float64(peers), "peers")
 		})

@@ -74,11 +74,6 @@ func TestEndpointChain(t *testing.T) {
 			node:   nodeA1(externalIPs(), kiloEndpoint("a1.example.org:51820")),
 			want:   want{endpoint: dnsEndpoint("a1.example.org", 51820)},
 		},
-		"Roaming": {
-			reason: "Without any source the Peer has no endpoint and a keepalive of 25 s.",
-			node:   nodeA1(externalIPs()),
-			want:   want{keepalive: 25},
-		},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -96,6 +91,79 @@ func TestEndpointChain(t *testing.T) {
 			got := p.Peers["b"][0].Spec
 			if diff := cmp.Diff(tc.want, want{endpoint: got.Endpoint, keepalive: got.PersistentKeepalive}, cmp.AllowUnexported(want{})); diff != "" {
 				t.Errorf("\n%s\nDo(...): -want endpoint, +got:\n%s", tc.reason, diff)
+			}
+		})
+	}
+}
+
+// TestEndpointReadiness pins which endpoints make a node count for Kilo
+// (Node.Ready: force-endpoint, else endpoint, as Kilo parses them) and which
+// the mesh's stricter chain then refuses for other clusters.
+func TestEndpointReadiness(t *testing.T) {
+	cases := map[string]struct {
+		reason string
+		node   kubev1alpha1.ObservedNode
+		want   []skip
+	}{
+		"NoEndpointAtAll": {
+			reason: "A node with neither force-endpoint nor endpoint is out of Kilo's topology: NodeNotReady, although it has an ExternalIP.",
+			node:   nodeA1(kiloEndpoint("")),
+			want:   []skip{{"a1", ReasonNodeNotReady}},
+		},
+		"ClustermeshEndpointIsNotKilos": {
+			reason: "Kilo ignores this project's clustermesh-endpoint: without an endpoint of Kilo's own the node is NodeNotReady.",
+			node:   nodeA1(kiloEndpoint(""), clustermeshEndpoint("203.0.113.8:51820")),
+			want:   []skip{{"a1", ReasonNodeNotReady}},
+		},
+		"ForceEndpointIsEnough": {
+			reason: "A force-endpoint makes the node ready without an endpoint annotation.",
+			node:   nodeA1(kiloEndpoint(""), forceEndpoint("203.0.113.8:51820")),
+		},
+		"UnparseableEndpoint": {
+			reason: "An endpoint Kilo cannot parse counts as none.",
+			node:   nodeA1(kiloEndpoint("203.0.113.1")),
+			want:   []skip{{"a1", ReasonNodeNotReady}},
+		},
+		"KiloAcceptsLeadingZerosInPorts": {
+			reason: "Kilo reads the port with strconv.ParseUint: 051820 is a port to Kilo, so the node is ready (the ExternalIP is used).",
+			node:   nodeA1(kiloEndpoint("203.0.113.1:051820")),
+		},
+		"StaleHeartbeat": {
+			reason: "A node whose Kilo heartbeat is stale is NodeNotReady.",
+			node:   nodeA1(stale()),
+			want:   []skip{{"a1", ReasonNodeNotReady}},
+		},
+		"LoopbackForceEndpoint": {
+			reason: "Kilo accepts a loopback force-endpoint, but no other cluster can reach it: NodeEndpointInvalid.",
+			node:   nodeA1(forceEndpoint("127.0.0.1:51820")),
+			want:   []skip{{"a1", ReasonNodeEndpointInvalid}},
+		},
+		"LinkLocalClustermeshEndpoint": {
+			reason: "A link-local endpoint cannot be reached from another cluster: NodeEndpointInvalid.",
+			node:   nodeA1(clustermeshEndpoint("169.254.1.1:51820")),
+			want:   []skip{{"a1", ReasonNodeEndpointInvalid}},
+		},
+		"UnspecifiedExternalIPPassedOver": {
+			reason: "An ExternalIP that cannot be reached is passed over; Kilo's endpoint follows in the chain.",
+			node:   nodeA1(externalIPs("0.0.0.0", "127.0.0.1")),
+		},
+		"MulticastKiloEndpoint": {
+			reason: "Kilo's own endpoint, when it is the one the chain reaches, is refused if it cannot be reached.",
+			node:   nodeA1(externalIPs(), kiloEndpoint("224.0.0.1:51820")),
+			want:   []skip{{"a1", ReasonNodeEndpointInvalid}},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			p, err := Do(twoClusters(meshv1alpha1.GranularityNode, tc.node))
+			if err != nil {
+				t.Fatalf("\n%s\nDo(...): unexpected error: %v", tc.reason, err)
+			}
+			if diff := cmp.Diff(tc.want, skipsOf(p, "a")); diff != "" {
+				t.Errorf("\n%s\nDo(...): -want skipped, +got:\n%s", tc.reason, diff)
+			}
+			if got, want := len(p.Peers["b"]), 1-len(tc.want); got != want {
+				t.Errorf("\n%s\nDo(...): want %d Peers in b, got %d", tc.reason, want, got)
 			}
 		})
 	}
@@ -123,8 +191,8 @@ func TestDiscoveredEndpoints(t *testing.T) {
 			a1:     nodeA1(),
 			b1:     nodeB1(discovered(discoveredJSON(testKey(1), "192.0.2.7", 40000))),
 			want: want{
-				inB: wantPeer("a", "a1", 1, ipEndpoint("192.0.2.7", 40000), 0, "10.1.1.0/24", "10.41.0.1/32"),
-				inC: wantPeer("a", "a1", 1, own, 0, "10.1.1.0/24", "10.41.0.1/32"),
+				inB: wantPeer("a", "a1", 1, ipEndpoint("192.0.2.7", 40000), "10.1.1.0/24", "10.41.0.1/32"),
+				inC: wantPeer("a", "a1", 1, own, "10.1.1.0/24", "10.41.0.1/32"),
 			},
 		},
 		"IPv6": {
@@ -132,8 +200,8 @@ func TestDiscoveredEndpoints(t *testing.T) {
 			a1:     nodeA1(),
 			b1:     nodeB1(discovered(discoveredJSON(testKey(1), "2001:db8::77", 40000))),
 			want: want{
-				inB: wantPeer("a", "a1", 1, ipEndpoint("2001:db8::77", 40000), 0, "10.1.1.0/24", "10.41.0.1/32"),
-				inC: wantPeer("a", "a1", 1, own, 0, "10.1.1.0/24", "10.41.0.1/32"),
+				inB: wantPeer("a", "a1", 1, ipEndpoint("2001:db8::77", 40000), "10.1.1.0/24", "10.41.0.1/32"),
+				inC: wantPeer("a", "a1", 1, own, "10.1.1.0/24", "10.41.0.1/32"),
 			},
 		},
 		"OtherSpellingOfKey": {
@@ -141,8 +209,8 @@ func TestDiscoveredEndpoints(t *testing.T) {
 			a1:     nodeA1(),
 			b1:     nodeB1(discovered(discoveredJSON(otherSpelling(testKey(1)), "192.0.2.7", 40000))),
 			want: want{
-				inB: wantPeer("a", "a1", 1, ipEndpoint("192.0.2.7", 40000), 0, "10.1.1.0/24", "10.41.0.1/32"),
-				inC: wantPeer("a", "a1", 1, own, 0, "10.1.1.0/24", "10.41.0.1/32"),
+				inB: wantPeer("a", "a1", 1, ipEndpoint("192.0.2.7", 40000), "10.1.1.0/24", "10.41.0.1/32"),
+				inC: wantPeer("a", "a1", 1, own, "10.1.1.0/24", "10.41.0.1/32"),
 			},
 		},
 		"Loopback": {
@@ -150,8 +218,8 @@ func TestDiscoveredEndpoints(t *testing.T) {
 			a1:     nodeA1(),
 			b1:     nodeB1(discovered(discoveredJSON(testKey(1), "127.0.0.1", 40000))),
 			want: want{
-				inB: wantPeer("a", "a1", 1, own, 0, "10.1.1.0/24", "10.41.0.1/32"),
-				inC: wantPeer("a", "a1", 1, own, 0, "10.1.1.0/24", "10.41.0.1/32"),
+				inB: wantPeer("a", "a1", 1, own, "10.1.1.0/24", "10.41.0.1/32"),
+				inC: wantPeer("a", "a1", 1, own, "10.1.1.0/24", "10.41.0.1/32"),
 			},
 		},
 		"LinkLocalIPv4": {
@@ -159,8 +227,8 @@ func TestDiscoveredEndpoints(t *testing.T) {
 			a1:     nodeA1(),
 			b1:     nodeB1(discovered(discoveredJSON(testKey(1), "169.254.10.1", 40000))),
 			want: want{
-				inB: wantPeer("a", "a1", 1, own, 0, "10.1.1.0/24", "10.41.0.1/32"),
-				inC: wantPeer("a", "a1", 1, own, 0, "10.1.1.0/24", "10.41.0.1/32"),
+				inB: wantPeer("a", "a1", 1, own, "10.1.1.0/24", "10.41.0.1/32"),
+				inC: wantPeer("a", "a1", 1, own, "10.1.1.0/24", "10.41.0.1/32"),
 			},
 		},
 		"LinkLocalIPv6": {
@@ -168,8 +236,8 @@ func TestDiscoveredEndpoints(t *testing.T) {
 			a1:     nodeA1(),
 			b1:     nodeB1(discovered(discoveredJSON(testKey(1), "fe80::1", 40000))),
 			want: want{
-				inB: wantPeer("a", "a1", 1, own, 0, "10.1.1.0/24", "10.41.0.1/32"),
-				inC: wantPeer("a", "a1", 1, own, 0, "10.1.1.0/24", "10.41.0.1/32"),
+				inB: wantPeer("a", "a1", 1, own, "10.1.1.0/24", "10.41.0.1/32"),
+				inC: wantPeer("a", "a1", 1, own, "10.1.1.0/24", "10.41.0.1/32"),
 			},
 		},
 		"PortZero": {
@@ -177,8 +245,8 @@ func TestDiscoveredEndpoints(t *testing.T) {
 			a1:     nodeA1(),
 			b1:     nodeB1(discovered(discoveredJSON(testKey(1), "192.0.2.7", 0))),
 			want: want{
-				inB: wantPeer("a", "a1", 1, own, 0, "10.1.1.0/24", "10.41.0.1/32"),
-				inC: wantPeer("a", "a1", 1, own, 0, "10.1.1.0/24", "10.41.0.1/32"),
+				inB: wantPeer("a", "a1", 1, own, "10.1.1.0/24", "10.41.0.1/32"),
+				inC: wantPeer("a", "a1", 1, own, "10.1.1.0/24", "10.41.0.1/32"),
 			},
 		},
 		"OtherKey": {
@@ -186,8 +254,8 @@ func TestDiscoveredEndpoints(t *testing.T) {
 			a1:     nodeA1(),
 			b1:     nodeB1(discovered(discoveredJSON(testKey(9), "192.0.2.7", 40000))),
 			want: want{
-				inB: wantPeer("a", "a1", 1, own, 0, "10.1.1.0/24", "10.41.0.1/32"),
-				inC: wantPeer("a", "a1", 1, own, 0, "10.1.1.0/24", "10.41.0.1/32"),
+				inB: wantPeer("a", "a1", 1, own, "10.1.1.0/24", "10.41.0.1/32"),
+				inC: wantPeer("a", "a1", 1, own, "10.1.1.0/24", "10.41.0.1/32"),
 			},
 		},
 		"DiscoveredBySourceItself": {
@@ -195,35 +263,26 @@ func TestDiscoveredEndpoints(t *testing.T) {
 			a1:     nodeA1(discovered(discoveredJSON(testKey(1), "192.0.2.7", 40000))),
 			b1:     nodeB1(),
 			want: want{
-				inB: wantPeer("a", "a1", 1, own, 0, "10.1.1.0/24", "10.41.0.1/32"),
-				inC: wantPeer("a", "a1", 1, own, 0, "10.1.1.0/24", "10.41.0.1/32"),
-			},
-		},
-		"RoamingKeepsKeepalive": {
-			reason: "A segment without an endpoint of its own keeps keepalive 25 where a target discovered its endpoint.",
-			a1:     nodeA1(externalIPs()),
-			b1:     nodeB1(discovered(discoveredJSON(testKey(1), "192.0.2.7", 40000))),
-			want: want{
-				inB: wantPeer("a", "a1", 1, ipEndpoint("192.0.2.7", 40000), 25, "10.1.1.0/24", "10.41.0.1/32"),
-				inC: wantPeer("a", "a1", 1, nil, 25, "10.1.1.0/24", "10.41.0.1/32"),
+				inB: wantPeer("a", "a1", 1, own, "10.1.1.0/24", "10.41.0.1/32"),
+				inC: wantPeer("a", "a1", 1, own, "10.1.1.0/24", "10.41.0.1/32"),
 			},
 		},
 		"DiscoveredAddressNotRouted": {
 			reason: "An internal address equal to the discovered endpoint a target dials is dropped from that target's Peer, silently.",
-			a1:     nodeA1(internalIPs("192.0.2.7")),
-			b1:     nodeB1(discovered(discoveredJSON(testKey(1), "192.0.2.7", 40000))),
+			a1:     nodeA1(internalIP("192.168.1.7/24")),
+			b1:     nodeB1(discovered(discoveredJSON(testKey(1), "192.168.1.7", 40000))),
 			want: want{
-				inB: wantPeer("a", "a1", 1, ipEndpoint("192.0.2.7", 40000), 0, "10.1.1.0/24", "10.41.0.1/32"),
-				inC: wantPeer("a", "a1", 1, own, 0, "10.1.1.0/24", "192.0.2.7/32", "10.41.0.1/32"),
+				inB: wantPeer("a", "a1", 1, ipEndpoint("192.168.1.7", 40000), "10.1.1.0/24", "10.41.0.1/32"),
+				inC: wantPeer("a", "a1", 1, own, "10.1.1.0/24", "192.168.1.7/32", "10.41.0.1/32"),
 			},
 		},
 		"OwnEndpointNotRoutedWhereDiscovered": {
 			reason: "The segment's own endpoint address stays out of its Peer in a target that dials a discovered endpoint instead.",
-			a1:     nodeA1(internalIPs("203.0.113.1")),
+			a1:     nodeA1(internalIP("192.168.1.1/24"), forceEndpoint("192.168.1.1:51820")),
 			b1:     nodeB1(discovered(discoveredJSON(testKey(1), "192.0.2.7", 40000))),
 			want: want{
-				inB: wantPeer("a", "a1", 1, ipEndpoint("192.0.2.7", 40000), 0, "10.1.1.0/24", "10.41.0.1/32"),
-				inC: wantPeer("a", "a1", 1, own, 0, "10.1.1.0/24", "10.41.0.1/32"),
+				inB: wantPeer("a", "a1", 1, ipEndpoint("192.0.2.7", 40000), "10.1.1.0/24", "10.41.0.1/32"),
+				inC: wantPeer("a", "a1", 1, ipEndpoint("192.168.1.1", 51820), "10.1.1.0/24", "10.41.0.1/32"),
 			},
 		},
 		"MalformedJSON": {
@@ -231,8 +290,8 @@ func TestDiscoveredEndpoints(t *testing.T) {
 			a1:     nodeA1(),
 			b1:     nodeB1(discovered(`{"broken"`)),
 			want: want{
-				inB:      wantPeer("a", "a1", 1, own, 0, "10.1.1.0/24", "10.41.0.1/32"),
-				inC:      wantPeer("a", "a1", 1, own, 0, "10.1.1.0/24", "10.41.0.1/32"),
+				inB:      wantPeer("a", "a1", 1, own, "10.1.1.0/24", "10.41.0.1/32"),
+				inC:      wantPeer("a", "a1", 1, own, "10.1.1.0/24", "10.41.0.1/32"),
 				warnings: []warning{{"b", ReasonAnnotationInvalid}},
 			},
 		},

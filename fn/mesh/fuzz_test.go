@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"reflect"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -299,43 +300,46 @@ func FuzzParseDiscoveredEndpoints(f *testing.F) {
 // annotations and addresses, next to nodes that pass every check.
 func FuzzPlan(f *testing.F) {
 	// Fields: wireguard-ip, key, clustermesh-endpoint, force-endpoint,
-	// endpoint, internal-ip, keepalive, discovered-endpoints, granularity,
-	// location, pod CIDR, ExternalIP, InternalIP.
-	f.Add("10.41.0.9/16", testKey(9), "", "", "", "192.168.1.9/24", "", "", "", "", "10.1.9.0/24", "203.0.113.9", "192.168.1.9")
-	f.Add("10.41.0.9/16", testKey(9), "mesh.example.com:1", "", "", "", "30", "", "full", "eu", "10.1.9.0/24", "", "")
-	f.Add("10.41.0.9/16", testKey(9), "", "[2001:db8::9]:65535", "", "", "", "", "location", "eu", "10.1.9.0/24", "", "203.0.113.2")
-	f.Add("10.41.0.9/32", otherSpelling(testKey(1)), "", "", "203.0.113.1:1", "203.0.113.1/24", "x", "", "location", "", "10.1.9.0/24", "", "")
-	f.Add("10.41.0.1/16", testKey(101), "", "", "", "", "", `{"`+testKey(101)+`":{"IP":"203.0.113.1","Port":9}}`, "", "", "10.1.9.0/24", "", "198.51.100.1")
-	f.Add("fd41::1/64", testKey(9), "", "", "vpn:1", "::ffff:192.168.1.1/120", "0", "{", "full", "us", "fd01::/64", "2001:db8::1", "fd02::1")
-	f.Add("junk", "junk", "junk", "junk", "junk", "junk", "junk", "junk", "junk", "junk", "junk", "junk", "junk")
-	f.Add("", "", "", "", "", "", "", "", "", "", "", "", "")
-	f.Fuzz(func(t *testing.T, wg, key, cme, force, ep, kiloInternal, keepalive, disc, gran, loc, pod, ext, internal string) {
+	// endpoint, internal-ip, force-internal-ip, allowed-location-ips,
+	// keepalive, discovered-endpoints, granularity, location, pod CIDR,
+	// ExternalIP, leader, stale.
+	f.Add("10.41.0.9/16", testKey(9), "", "", "203.0.113.9:51820", "192.168.1.9/24", "", "", "", "", "", "", "10.1.9.0/24", "203.0.113.9", false, false)
+	f.Add("10.41.0.9/16", testKey(9), "mesh.example.com:1", "", "10.0.0.9:51820", "", "-", "172.16.1.0/24", "30", "", "full", "eu", "10.1.9.0/24", "", true, false)
+	f.Add("10.41.0.9/16", testKey(9), "", "[2001:db8::9]:65535", "", "", "192.168.16.9/32", "172.16.0.0/16,10.2.0.0/16", "", "", "location", "eu", "10.1.9.0/24", "", false, false)
+	f.Add("10.41.0.9/32", otherSpelling(testKey(1)), "", "", "203.0.113.1:1", "203.0.113.1/24", "", "", "x", "", "location", "", "10.1.9.0/24", "", true, true)
+	f.Add("10.41.0.1/16", testKey(101), "", "", "198.51.100.1:51820", "192.168.1.1/24", "", "", "", `{"`+testKey(101)+`":{"IP":"203.0.113.1","Port":9}}`, "", "", "10.1.1.0/25", "", false, false)
+	f.Add("fd41::1/64", testKey(9), "", "", "vpn:1", "::ffff:192.168.1.1/120", "", "fd00::/8", "0", "{", "full", "us", "fd01::/64", "2001:db8::1", false, false)
+	f.Add("junk", "junk", "junk", "junk", "junk", "junk", "junk", "junk", "junk", "junk", "junk", "junk", "junk", "junk", true, true)
+	f.Add("", "", "", "", "", "", "", "", "", "", "", "", "", "", false, false)
+	f.Fuzz(func(t *testing.T, wg, key, cme, force, ep, internal, forceInternal, locIPs, keepalive, disc, gran, loc, pod, ext string, leader, isStale bool) {
 		fuzzed := func(name string) kubev1alpha1.ObservedNode {
 			n := observedNode(name, podCIDRs(pod), location(loc))
 			n.Kilo = &kubev1alpha1.KiloAnnotations{
 				WireguardIP: wg, Key: key, ClustermeshEndpoint: cme, ForceEndpoint: force, Endpoint: ep,
-				InternalIP: kiloInternal, PersistentKeepalive: keepalive, DiscoveredEndpoints: disc, Granularity: gran,
+				InternalIP: internal, ForceInternalIP: forceInternal, AllowedLocationIPs: locIPs,
+				PersistentKeepalive: keepalive, DiscoveredEndpoints: disc, Granularity: gran,
 			}
+			if leader {
+				n.Kilo.Leader = "true"
+			}
+			n.Stale = isStale
 			if ext != "" {
 				n.ExternalIPs = []string{ext, "203.0.113.1"}
-			}
-			if internal != "" {
-				n.InternalIPs = []string{internal, "192.168.1.1"}
 			}
 			return n
 		}
 		for _, g := range []meshv1alpha1.Granularity{meshv1alpha1.GranularityAuto, meshv1alpha1.GranularityLocation} {
 			in := meshInput([]meshv1alpha1.Cluster{
-				clusterA(withPods("10.1.0.0/16", "fd01::/48"), withService("10.201.0.0/16"), withKeepalive(5)),
+				clusterA(withService("10.201.0.0/16"), withAdditional("172.16.0.0/16"), withKeepalive(5)),
 				clusterB(withAdditional("172.17.0.0/16")),
 				clusterC(),
 			}, map[string]*Observation{
-				"a": observation(nodeA1(location(loc), internalIPs("192.168.1.1")), fuzzed("a9"), fuzzed("a0")),
-				"b": observation(nodeB1(internalIPs(internal), discovered(disc)), fuzzed("b9")),
+				"a": observation(nodeA1(location(loc), internalIP("192.168.1.1/24")), fuzzed("a9"), fuzzed("a0")),
+				"b": observation(nodeB1(internalIP(internal), discovered(disc)), fuzzed("b9")),
 				"c": observation(fuzzed("c9")),
 			})
 			in.Spec.Granularity = g
-			in.Observations["c"].ForeignPeers = []kubev1alpha1.ForeignPeer{{Name: PeerName(testNamespace, testMesh, "a", "a9"), PublicKey: key}}
+			in.Observations["c"].ForeignPeers = []kubev1alpha1.ForeignPeer{{Name: PeerName(testNamespace, testMesh, "a", "a9"), PublicKey: key, AllowedIPs: []string{locIPs, pod}}}
 			p, err := Do(in)
 			if err != nil {
 				t.Fatalf("Do(...) with fuzzed nodes: %v", err)
@@ -388,10 +392,11 @@ func checkPlan(t *testing.T, in *Input, p *Plan) {
 				}
 				seen[a] = true
 			}
-			if peer.Spec.Endpoint == nil && peer.Spec.PersistentKeepalive < RoamingKeepalive {
-				t.Fatalf("roaming Peer %s in %s has keepalive %d", peer.Name, target, peer.Spec.PersistentKeepalive)
+			if peer.Spec.Endpoint == nil {
+				t.Fatalf("Peer %s in %s has no endpoint: Kilo counts only nodes with one", peer.Name, target)
 			}
 		}
+		checkRoutes(t, in, target, peers)
 	}
 	members := map[string]bool{}
 	for _, c := range in.Spec.Clusters {
@@ -400,6 +405,83 @@ func checkPlan(t *testing.T, in *Input, p *Plan) {
 	for target := range p.Peers {
 		if !members[target] {
 			t.Fatalf("Peers planned for %s, which is not a member", target)
+		}
+	}
+}
+
+// declared are the CIDRs a cluster of the spec declares, parsed.
+func declared(c meshv1alpha1.Cluster) (all, anchor []netip.Prefix) {
+	for _, s := range c.PodCIDRs {
+		all = append(all, netip.MustParsePrefix(string(s)))
+	}
+	all = append(all, netip.MustParsePrefix(string(c.WireguardCIDR)))
+	for _, s := range c.NodeCIDRs {
+		all = append(all, netip.MustParsePrefix(string(s)))
+	}
+	if c.ServiceCIDR != nil {
+		anchor = append(anchor, netip.MustParsePrefix(string(*c.ServiceCIDR)))
+	}
+	for _, s := range c.AdditionalCIDRs {
+		anchor = append(anchor, netip.MustParsePrefix(string(s)))
+	}
+	return append(all, anchor...), anchor
+}
+
+// checkRoutes asserts the routing invariants of the Peers in one target:
+// every prefix of a source's Peer lies inside that source's declared
+// networks (so node data never routes an arbitrary address) and overlaps
+// no other member's; and no two Peers route the same address, except a
+// location's range inside its own cluster's declared anchor CIDR (the more
+// specific prefix wins).
+func checkRoutes(t *testing.T, in *Input, target string, peers []kilov1alpha1.Peer) {
+	t.Helper()
+	type route struct {
+		prefix netip.Prefix
+		peer   string
+		source string
+	}
+	var routes []route
+	for i := range peers {
+		peer := &peers[i]
+		source := peer.Labels[meshv1alpha1.LabelSourceCluster]
+		for _, a := range peer.Spec.AllowedIPs {
+			pr := netip.MustParsePrefix(a)
+			for _, c := range in.Spec.Clusters {
+				nets, _ := declared(c)
+				inside := false
+				for _, n := range nets {
+					if c.Name == source && n.Bits() <= pr.Bits() && n.Contains(pr.Addr()) {
+						inside = true
+					}
+					if c.Name != source && n.Overlaps(pr) {
+						t.Fatalf("Peer %s of %s in %s routes %s into %s's declared network %s", peer.Name, source, target, pr, c.Name, n)
+					}
+				}
+				if c.Name == source && !inside {
+					t.Fatalf("Peer %s of %s in %s routes %s, outside every network %s declares", peer.Name, source, target, pr, source)
+				}
+			}
+			routes = append(routes, route{pr, peer.Name, source})
+		}
+	}
+	anchors := map[string][]netip.Prefix{}
+	for _, c := range in.Spec.Clusters {
+		_, anchors[c.Name] = declared(c)
+	}
+	for i := range routes {
+		for j := range i {
+			a, b := routes[i], routes[j]
+			if a.peer == b.peer || !a.prefix.Overlaps(b.prefix) {
+				continue
+			}
+			outer, inner := a, b
+			if b.prefix.Bits() < a.prefix.Bits() {
+				outer, inner = b, a
+			}
+			if outer.prefix != inner.prefix && outer.source == inner.source && slices.Contains(anchors[outer.source], outer.prefix) {
+				continue
+			}
+			t.Fatalf("Peers %s and %s in %s both route %s and %s", a.peer, b.peer, target, a.prefix, b.prefix)
 		}
 	}
 }

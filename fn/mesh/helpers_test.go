@@ -89,23 +89,28 @@ func withKeepalive(k int32) clusterOpt {
 	return func(c *meshv1alpha1.Cluster) { c.PersistentKeepalive = int32Ptr(k) }
 }
 
+func withNodeCIDRs(s ...string) clusterOpt {
+	return func(c *meshv1alpha1.Cluster) { c.NodeCIDRs = cidrs(s...) }
+}
+
 func withConfig(kind, name string) clusterOpt {
 	return func(c *meshv1alpha1.Cluster) {
 		c.ProviderConfigRef = meshv1alpha1.ProviderConfigReference{Kind: kind, Name: name}
 	}
 }
 
-// The three standard members of the tests: a, b and c.
+// The three standard members of the tests: a, b and c. Their nodes have
+// internal addresses in 192.168.0.0/20, 192.168.16.0/20 and 192.168.32.0/20.
 func clusterA(opts ...clusterOpt) meshv1alpha1.Cluster {
-	return memberCluster("a", "10.1.0.0/16", "10.41.0.0/16", opts...)
+	return memberCluster("a", "10.1.0.0/16", "10.41.0.0/16", append([]clusterOpt{withNodeCIDRs("192.168.0.0/20")}, opts...)...)
 }
 
 func clusterB(opts ...clusterOpt) meshv1alpha1.Cluster {
-	return memberCluster("b", "10.2.0.0/16", "10.42.0.0/16", opts...)
+	return memberCluster("b", "10.2.0.0/16", "10.42.0.0/16", append([]clusterOpt{withNodeCIDRs("192.168.16.0/20")}, opts...)...)
 }
 
 func clusterC() meshv1alpha1.Cluster {
-	return memberCluster("c", "10.3.0.0/16", "10.43.0.0/16")
+	return memberCluster("c", "10.3.0.0/16", "10.43.0.0/16", withNodeCIDRs("192.168.32.0/20"))
 }
 
 type nodeOpt func(*kubev1alpha1.ObservedNode)
@@ -144,12 +149,34 @@ func externalIPs(ips ...string) nodeOpt {
 	return func(n *kubev1alpha1.ObservedNode) { n.ExternalIPs = ips }
 }
 
-func internalIPs(ips ...string) nodeOpt {
+// statusInternalIPs sets the Node's InternalIP addresses, which Kilo does not
+// route and neither does the mesh.
+func statusInternalIPs(ips ...string) nodeOpt {
 	return func(n *kubev1alpha1.ObservedNode) { n.InternalIPs = ips }
 }
 
-func kiloInternalIP(s string) nodeOpt {
+// internalIP sets kilo.squat.ai/internal-ip, the address Kilo routes, as a
+// CIDR like Kilo writes it.
+func internalIP(s string) nodeOpt {
 	return func(n *kubev1alpha1.ObservedNode) { kiloOf(n).InternalIP = s }
+}
+
+func forceInternalIP(s string) nodeOpt {
+	return func(n *kubev1alpha1.ObservedNode) { kiloOf(n).ForceInternalIP = s }
+}
+
+// volunteer sets kilo.squat.ai/leader.
+func volunteer() nodeOpt {
+	return func(n *kubev1alpha1.ObservedNode) { kiloOf(n).Leader = "true" }
+}
+
+// stale marks a node whose Kilo heartbeat is too old.
+func stale() nodeOpt {
+	return func(n *kubev1alpha1.ObservedNode) { n.Stale = true }
+}
+
+func locationIPs(s string) nodeOpt {
+	return func(n *kubev1alpha1.ObservedNode) { kiloOf(n).AllowedLocationIPs = s }
 }
 
 func location(s string) nodeOpt {
@@ -181,12 +208,20 @@ func discovered(s string) nodeOpt {
 }
 
 // leaderNode is a node that passes every check: one pod CIDR, a WireGuard
-// IP, a key and an ExternalIP. Later options override these.
+// IP, a key, an ExternalIP and the endpoint Kilo detected on it (the same
+// address; Kilo needs one to count the node). Later options override these.
 func leaderNode(name, pods, wg string, key byte, ext string, opts ...nodeOpt) kubev1alpha1.ObservedNode {
 	base := []nodeOpt{podCIDRs(pods), wgIP(wg), keyN(key)}
 	if ext != "" {
-		base = append(base, externalIPs(ext))
+		base = append(base, externalIPs(ext), kiloEndpoint(ext+":51820"))
 	}
+	return observedNode(name, append(base, opts...)...)
+}
+
+// memberNode is a node Kilo counts that does not lead its segment: a pod
+// CIDR, a key, the endpoint Kilo detected and an internal address.
+func memberNode(name, pods string, key byte, internal string, opts ...nodeOpt) kubev1alpha1.ObservedNode {
+	base := []nodeOpt{podCIDRs(pods), keyN(key), kiloEndpoint(strings.Split(internal, "/")[0] + ":51820"), internalIP(internal)}
 	return observedNode(name, append(base, opts...)...)
 }
 
@@ -242,15 +277,14 @@ func dnsEndpoint(dns string, port uint32) *kilov1alpha1.PeerEndpoint {
 
 // wantPeer is the Peer of the segment of source led by leader, as the tests
 // expect it.
-func wantPeer(source, leader string, key byte, ep *kilov1alpha1.PeerEndpoint, keepalive int, allowed ...string) kilov1alpha1.Peer {
+func wantPeer(source, leader string, key byte, ep *kilov1alpha1.PeerEndpoint, allowed ...string) kilov1alpha1.Peer {
 	return kilov1alpha1.Peer{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "kilo.squat.ai/v1alpha1", Kind: "Peer"},
 		ObjectMeta: metav1.ObjectMeta{Name: PeerName(testNamespace, testMesh, source, leader), Labels: labelsOf(source)},
 		Spec: kilov1alpha1.PeerSpec{
-			AllowedIPs:          allowed,
-			PublicKey:           testKey(key),
-			Endpoint:            ep,
-			PersistentKeepalive: keepalive,
+			AllowedIPs: allowed,
+			PublicKey:  testKey(key),
+			Endpoint:   ep,
 		},
 	}
 }
@@ -320,4 +354,20 @@ func otherSpelling(canonical string) string {
 	i := strings.IndexByte(alphabet, b[42])
 	b[42] = alphabet[i|1]
 	return string(b)
+}
+
+// problemsOf lists the warnings of one cluster that are problems, not
+// skips: the reasons that leave nodes in the mesh.
+func problemsOf(p *Plan, cluster string) []warning {
+	skips := map[string]bool{}
+	for _, s := range statusOf(p, cluster).Skipped {
+		skips[s.Reason] = true
+	}
+	var out []warning
+	for _, w := range p.Warnings {
+		if w.Cluster == cluster && !skips[w.Reason] {
+			out = append(out, warning{Cluster: w.Cluster, Reason: w.Reason})
+		}
+	}
+	return out
 }

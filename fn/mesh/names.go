@@ -74,3 +74,10 @@ func peerLabels(namespace, mesh, cluster string) map[string]string {
 	l[meshv1alpha1.LabelSourceCluster] = LabelValue(cluster)
 	return l
 }
+
+// MemberID identifies a member cluster of the meshes of a namespace: the
+// same name reached through the same credentials is the same cluster (a
+// shared hub), whichever mesh declares it. It is a label value.
+func MemberID(namespace string, c meshv1alpha1.Cluster) string {
+	return identityHash(namespace, kindOrDefault(c.ProviderConfigRef.Kind), c.ProviderConfigRef.Name, c.Name)
+}

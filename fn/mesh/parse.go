@@ -8,10 +8,12 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	kilov1alpha1 "github.com/kilomesh/kilomesh/apis/kilo/v1alpha1"
+	kubev1alpha1 "github.com/kilomesh/kilomesh/apis/kube/v1alpha1"
 )
 
 // Parsers of the values the planner reads from the ClusterMesh spec and from
@@ -26,6 +28,7 @@ var (
 	errHost         = errors.New("host must be an IP address or an RFC 1123 DNS name")
 	errIPv6Brackets = errors.New("an IPv6 host must be in brackets, e.g. [2001:db8::1]:51820")
 	errNoPrefix     = errors.New("must be <ip>/<prefix>")
+	errUnreachable  = errors.New("an unspecified, loopback, multicast or link-local address cannot be reached from another cluster")
 )
 
 // ParseCIDR parses a network written in canonical CIDR form, as the
@@ -129,7 +132,8 @@ func (e Endpoint) AsPeerEndpoint() *kilov1alpha1.PeerEndpoint {
 
 // ParseEndpoint parses host:port as Kilo's endpoint annotations are written:
 // an IP address (IPv6 in brackets) or an RFC 1123 DNS name, and a port
-// 1-65535.
+// 1-65535. An IP that no other cluster can reach (unspecified, loopback,
+// multicast, link-local) is refused.
 func ParseEndpoint(s string) (Endpoint, error) {
 	host, port, err := net.SplitHostPort(s)
 	if err != nil {
@@ -146,7 +150,11 @@ func ParseEndpoint(s string) (Endpoint, error) {
 		if a.Zone() != "" {
 			return Endpoint{}, errZone
 		}
-		return Endpoint{IP: a.Unmap(), Port: p}, nil
+		a = a.Unmap()
+		if !reachable(a) {
+			return Endpoint{}, errUnreachable
+		}
+		return Endpoint{IP: a, Port: p}, nil
 	}
 	// DNS names are case-insensitive and may be written fully qualified;
 	// Kilo wants the lower-case subdomain form.
@@ -250,4 +258,141 @@ func ParseDiscoveredEndpoints(s string) (map[[kilov1alpha1.KeyLen]byte]Endpoint,
 		}
 	}
 	return out, nil
+}
+
+// reachable tells whether another cluster can send to an address at all.
+func reachable(a netip.Addr) bool {
+	return a.IsValid() && !a.IsUnspecified() && !a.IsLoopback() && !a.IsMulticast() &&
+		!a.IsLinkLocalUnicast() && !a.IsLinkLocalMulticast()
+}
+
+// An agentEndpoint is an endpoint as Kilo's agent reads it from
+// kilo.squat.ai/force-endpoint and kilo.squat.ai/endpoint (pkg/wireguard
+// ParseEndpoint): usable when it parses, with an IP unless it is a DNS name.
+type agentEndpoint struct {
+	ok bool
+	ip netip.Addr
+}
+
+// parseAgentEndpoint reads host:port exactly as Kilo does: a port that
+// strconv.ParseUint reads as 1-65535 (leading zeros included) and a host
+// that is an IP address or, failing that, an RFC 1123 subdomain written as
+// it is. It decides whether Kilo considers a node ready, and which nodes
+// Kilo prefers as leaders, so it follows Kilo rather than this project's
+// stricter ParseEndpoint.
+func parseAgentEndpoint(s string) agentEndpoint {
+	host, port, err := net.SplitHostPort(s)
+	if err != nil {
+		return agentEndpoint{}
+	}
+	p, err := strconv.ParseUint(port, 10, 32)
+	if err != nil || p < 1 || p > 65535 {
+		return agentEndpoint{}
+	}
+	if a, err := netip.ParseAddr(host); err == nil {
+		if a.Zone() != "" {
+			return agentEndpoint{}
+		}
+		return agentEndpoint{ok: true, ip: a.Unmap()}
+	}
+	if len(validation.IsDNS1123Subdomain(host)) > 0 {
+		return agentEndpoint{}
+	}
+	return agentEndpoint{ok: true}
+}
+
+// agentEndpointOf is the endpoint Kilo uses for a node: force-endpoint when it
+// parses, else endpoint.
+func agentEndpointOf(k *kubev1alpha1.KiloAnnotations) agentEndpoint {
+	if e := parseAgentEndpoint(k.ForceEndpoint); e.ok {
+		return e
+	}
+	return parseAgentEndpoint(k.Endpoint)
+}
+
+// isPublic is Kilo's test of a public endpoint address (pkg/mesh ip.go),
+// quirks included: every IPv4 address outside RFC 1918 counts as public
+// (loopback and CGNAT too), and of IPv6 only fd00::/16 is private.
+func isPublic(a netip.Addr) bool {
+	if !a.IsValid() {
+		return false
+	}
+	if a.Is4() {
+		b := a.As4()
+		switch {
+		case b[0] == 10, b[0] == 172 && b[1]&0xf0 == 0x10, b[0] == 192 && b[1] == 168:
+			return false
+		}
+		return true
+	}
+	b := a.As16()
+	return b[0] != 0xfd || b[1] != 0x00
+}
+
+// parseKiloCIDR reads an address written as a CIDR the way Kilo's
+// normalizeIP does: only the <ip>/<prefix> form counts, and the address
+// keeps its host bits. ok is false for anything else.
+func parseKiloCIDR(s string) (netip.Prefix, bool) {
+	if !strings.Contains(s, "/") {
+		return netip.Prefix{}, false
+	}
+	p, err := netip.ParsePrefix(s)
+	if err != nil {
+		return netip.Prefix{}, false
+	}
+	a := p.Addr()
+	if a.Is4In6() && p.Bits() >= 96 {
+		return netip.PrefixFrom(a.Unmap(), p.Bits()-96), true
+	}
+	return p, true
+}
+
+// ForceInternalIPNone is how an inventory publishes a
+// kilo.squat.ai/force-internal-ip that says the node has no internal IP.
+const ForceInternalIPNone = "-"
+
+// kiloInternalIP is the internal address Kilo uses for a node (pkg/k8s
+// translateNode): force-internal-ip when it parses, else internal-ip; and
+// none at all when force-internal-ip says so. ok is false when the node has
+// none, which in Location granularity makes it a segment of its own.
+func kiloInternalIP(k *kubev1alpha1.KiloAnnotations) (netip.Addr, bool) {
+	if k.ForceInternalIP == ForceInternalIPNone {
+		return netip.Addr{}, false
+	}
+	if p, ok := parseKiloCIDR(k.ForceInternalIP); ok {
+		return p.Addr(), true
+	}
+	if p, ok := parseKiloCIDR(k.InternalIP); ok {
+		return p.Addr(), true
+	}
+	return netip.Addr{}, false
+}
+
+// maxQuoted is how many bytes of a value read from a Node a message quotes.
+const maxQuoted = 80
+
+// Truncate cuts s to at most n bytes on a character boundary, marking the
+// cut with an ellipsis, and replaces invalid UTF-8: the result can always
+// be marshalled into status, events and results.
+func Truncate(s string, n int) string {
+	if !utf8.ValidString(s) {
+		s = strings.ToValidUTF8(s, "\uFFFD")
+	}
+	if len(s) <= n {
+		return s
+	}
+	const ellipsis = "..."
+	cut := n - len(ellipsis)
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	if cut < 0 {
+		cut = 0
+	}
+	return s[:cut] + ellipsis
+}
+
+// quote quotes a value read from a Node, cut to a readable length.
+func quote(s string) string {
+	return strconv.Quote(Truncate(s, maxQuoted))
 }

@@ -3,6 +3,7 @@ package mesh
 import (
 	"net/netip"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -329,6 +330,33 @@ func TestParseDiscoveredEndpoints(t *testing.T) {
 			}
 			if diff := cmp.Diff(tc.want, got, cmp.AllowUnexported(want{})); diff != "" {
 				t.Errorf("\n%s\nParseDiscoveredEndpoints(...): -want, +got:\n%s", tc.reason, diff)
+			}
+		})
+	}
+}
+
+func TestTruncate(t *testing.T) {
+	cases := map[string]struct {
+		reason string
+		in     string
+		n      int
+		want   string
+	}{
+		"Short":         {reason: "A string within the limit is kept.", in: "10.4.0.1/16", n: 20, want: "10.4.0.1/16"},
+		"Cut":           {reason: "A long string is cut and marked.", in: "abcdefghij", n: 8, want: "abcde..."},
+		"RuneBoundary":  {reason: "A cut never splits a character: é is two bytes.", in: "abcdéfgh", n: 8, want: "abcd..."},
+		"InvalidUTF8":   {reason: "Invalid UTF-8 is replaced, so status and results can be marshalled.", in: "ab\xffcd", n: 20, want: "ab\uFFFDcd"},
+		"TinyLimit":     {reason: "A limit below the marker still yields valid text.", in: "ééé", n: 2, want: "..."},
+		"FourByteRunes": {reason: "Emoji are four bytes: the cut lands before one.", in: "🙂🙂🙂", n: 9, want: "🙂..."},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			got := Truncate(tc.in, tc.n)
+			if got != tc.want {
+				t.Errorf("\n%s\nTruncate(%q, %d): want %q, got %q", tc.reason, tc.in, tc.n, tc.want, got)
+			}
+			if !utf8.ValidString(got) {
+				t.Errorf("\n%s\nTruncate(%q, %d) = %q is not valid UTF-8", tc.reason, tc.in, tc.n, got)
 			}
 		})
 	}

@@ -11,18 +11,18 @@ import (
 	meshv1alpha1 "github.com/kilomesh/kilomesh/apis/mesh/v1alpha1"
 )
 
-// An anchor CIDR equal to a host route already in the Peer is
-// listed twice (MESH-SPEC §6: duplicates removed keeping the first).
+// An anchor CIDR equal to a route already in the Peer was listed twice
+// (MESH-SPEC §6: duplicates removed keeping the first).
 func TestAnchorSkipsRoutedCIDR(t *testing.T) {
-	in := meshInput([]meshv1alpha1.Cluster{clusterA(withAdditional("192.168.50.7/32")), clusterB()}, map[string]*Observation{
-		"a": observation(nodeA1(internalIPs("192.168.50.7"))),
+	in := meshInput([]meshv1alpha1.Cluster{clusterA(withAdditional("172.16.50.7/32")), clusterB()}, map[string]*Observation{
+		"a": observation(nodeA1(locationIPs("172.16.50.7/32"))),
 		"b": observation(nodeB1()),
 	})
 	p, err := Do(in)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"10.1.1.0/24", "192.168.50.7/32", "10.41.0.1/32"}
+	want := []string{"10.1.1.0/24", "172.16.50.7/32", "10.41.0.1/32"}
 	if diff := cmp.Diff(want, peerOf(p, "b", "a", "a1").Spec.AllowedIPs); diff != "" {
 		t.Errorf("-want allowedIPs, +got:\n%s", diff)
 	}
@@ -74,9 +74,9 @@ func twoClustersWithB(a1, b1 kubev1alpha1.ObservedNode) *Input {
 func TestEndpointConflictMessageOrder(t *testing.T) {
 	mk := func(order ...meshv1alpha1.Cluster) string {
 		in := meshInput(order, map[string]*Observation{
-			"a": observation(nodeA1(forceEndpoint("203.0.113.50:1000"))),
-			"b": observation(nodeB1(forceEndpoint("203.0.113.50:2000"))),
-			"c": observation(leaderNode("c1", "10.3.1.0/24", "10.43.0.1/16", 201, "198.51.100.201", internalIPs("203.0.113.50"))),
+			"a": observation(nodeA1(forceEndpoint("192.168.32.50:1000"))),
+			"b": observation(nodeB1(forceEndpoint("192.168.32.50:2000"))),
+			"c": observation(leaderNode("c1", "10.3.1.0/24", "10.43.0.1/16", 201, "198.51.100.201", internalIP("192.168.32.50/24"))),
 		})
 		p, err := Do(in)
 		if err != nil {
@@ -100,10 +100,10 @@ func TestEndpointConflictMessageOrder(t *testing.T) {
 func TestTargetConflictMessageOrder(t *testing.T) {
 	mk := func(order ...meshv1alpha1.Cluster) string {
 		in := meshInput(order, map[string]*Observation{
-			"a": observation(nodeA1(internalIPs("192.168.9.9"))),
-			"b": observation(nodeB1(), observedNode("b2", podCIDRs("10.2.2.0/24"), internalIPs("192.168.9.9"))),
+			"a": observation(nodeA1(internalIP("192.168.9.9/24"))),
+			"b": observation(nodeB1(), observedNode("b2", podCIDRs("10.2.2.0/24"), internalIP("192.168.9.9/24"))),
 			"c": observation(leaderNode("c1", "10.3.1.0/24", "10.43.0.1/16", 201, "198.51.100.201"),
-				observedNode("c2", podCIDRs("10.3.2.0/24"), internalIPs("192.168.9.9"))),
+				observedNode("c2", podCIDRs("10.3.2.0/24"), internalIP("192.168.9.9/24"))),
 		})
 		p, err := Do(in)
 		if err != nil {
@@ -131,31 +131,35 @@ func TestEndpointLongDNSLabel(t *testing.T) {
 	}
 }
 
-// The leader of a location is the first node by name, among those with
-// valid pod CIDRs, that carries a WireGuard IP: a node that cannot be a
-// member cannot lead.
-func TestLocationLeaderNeedsValidPodCIDRs(t *testing.T) {
+// Kilo elects a location's leader among the nodes it counts, whatever this
+// mesh thinks of their pod CIDRs: when Kilo's leader has a pod CIDR outside
+// the cluster's podCIDRs, the location has no Peer, and no other node is
+// promoted (it would route to a node Kilo does not forward through).
+func TestLocationLeaderOutOfRangeIsNotReplaced(t *testing.T) {
 	nodes := []kubev1alpha1.ObservedNode{
-		leaderNode("e1", "10.9.1.0/24", "10.41.0.1/16", 1, "203.0.113.1", location("eu")),
-		leaderNode("e2", "10.1.2.0/24", "10.41.0.2/16", 2, "203.0.113.2", location("eu")),
-		observedNode("e3", location("eu"), podCIDRs("10.1.3.0/24")),
+		leaderNode("e1", "10.9.1.0/24", "10.41.0.1/16", 1, "203.0.113.1", location("eu"), internalIP("192.168.1.1/24")),
+		leaderNode("e2", "10.1.2.0/24", "10.41.0.2/16", 2, "203.0.113.2", location("eu"), internalIP("192.168.1.2/24")),
+		memberNode("e3", "10.1.3.0/24", 3, "192.168.1.3/24", location("eu")),
 	}
 	p, err := Do(twoClusters(meshv1alpha1.GranularityLocation, nodes...))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if diff := cmp.Diff([]skip{{"e1", ReasonNodePodCIDROutOfRange}}, skipsOf(p, "a")); diff != "" {
+	want := []skip{{"e1", ReasonNodePodCIDROutOfRange}, {"e2", ReasonSegmentNoLeader}, {"e3", ReasonSegmentNoLeader}}
+	if diff := cmp.Diff(want, skipsOf(p, "a")); diff != "" {
 		t.Errorf("-want skipped, +got:\n%s", diff)
 	}
-	want := []string{"10.1.2.0/24", "10.1.3.0/24", "10.41.0.2/32"}
-	if diff := cmp.Diff(want, peerOf(p, "b", "a", "e2").Spec.AllowedIPs); diff != "" {
-		t.Errorf("-want allowedIPs of the location led by e2, +got:\n%s", diff)
+	if len(p.Peers["b"]) != 0 {
+		t.Errorf("want no Peer of a in b, got %v", namesIn(p, "b"))
 	}
 }
 
 // An unspecified address is never routed, from either source.
 func TestUnspecifiedInternalIP(t *testing.T) {
-	p, err := Do(twoClusters(meshv1alpha1.GranularityNode, nodeA1(kiloInternalIP("0.0.0.0/24"), internalIPs("0.0.0.0"))))
+	p, err := Do(meshInput([]meshv1alpha1.Cluster{clusterA(withNodeCIDRs("0.0.0.0/8")), clusterB()}, map[string]*Observation{
+		"a": observation(nodeA1(internalIP("0.0.0.0/24"))),
+		"b": observation(nodeB1()),
+	}))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
@@ -256,7 +257,7 @@ func TestStatus(t *testing.T) {
 			reason: "Per cluster: observed nodes, segments, Peers written into each other cluster, skipped nodes with reasons; totals for the mesh.",
 			in: meshInput([]meshv1alpha1.Cluster{clusterA(), clusterB(), clusterC()}, map[string]*Observation{
 				"a": observation(nodeA2(wgIP("")), nodeA1(), leaderNode("a3", "10.1.3.0/24", "10.41.0.3/16", 3, "", pubKey("x"))),
-				"b": observation(nodeB1(), leaderNode("b2", "10.2.2.0/24", "10.42.0.2/16", 102, "")),
+				"b": observation(nodeB1(), leaderNode("b2", "10.2.2.0/24", "10.42.0.2/16", 102, "", kiloEndpoint("192.168.16.2:51820"))),
 			}),
 			want: meshv1alpha1.ClusterMeshStatus{
 				ClusterCount:     3,
@@ -329,8 +330,8 @@ func TestWarnings(t *testing.T) {
 			nodes: []kubev1alpha1.ObservedNode{
 				nodeA1(),
 				nodeA2(wgIP("")),
-				leaderNode("a3", "10.1.3.0/24", "", 3, ""),
-				leaderNode("a4", "10.1.4.0/24", "", 4, ""),
+				leaderNode("a3", "10.1.3.0/24", "", 3, "203.0.113.3"),
+				leaderNode("a4", "10.1.4.0/24", "", 4, "203.0.113.4"),
 				leaderNode("a5", "10.1.5.0/24", "10.41.0.5/16", 5, "", pubKey("k")),
 			},
 			want: want{
@@ -345,9 +346,9 @@ func TestWarnings(t *testing.T) {
 		"ProblemsAggregated": {
 			reason: "Address conflicts of several nodes are one NodeIPConflict warning naming them.",
 			nodes: []kubev1alpha1.ObservedNode{
-				nodeA1(internalIPs("198.51.100.1")),
-				nodeA2(internalIPs("198.51.100.1")),
-				leaderNode("a3", "10.1.3.0/24", "10.41.0.3/16", 3, "", internalIPs("203.0.113.1")),
+				nodeA1(internalIP("192.168.1.50/24")),
+				nodeA2(internalIP("192.168.1.50/24")),
+				leaderNode("a3", "10.1.3.0/24", "10.41.0.3/16", 3, "203.0.113.3", internalIP("192.168.1.50/24")),
 			},
 			want: want{
 				warnings: []warning{{"a", ReasonNodeIPConflict}},
@@ -400,5 +401,125 @@ func TestRemovedCluster(t *testing.T) {
 	}
 	if n := len(p.Status.Clusters); n != 2 {
 		t.Errorf("A cluster removed from the spec is not reported: %d clusters in status", n)
+	}
+}
+
+func TestRouteConflicts(t *testing.T) {
+	nameA1 := PeerName(testNamespace, testMesh, "a", "a1")
+	type want struct {
+		inB       map[string][]string // allowedIPs of a's Peers in b
+		conflicts []meshv1alpha1.PeerConflict
+		mentions  []string
+	}
+	cases := map[string]struct {
+		reason    string
+		foreign   []kubev1alpha1.ForeignPeer // in b
+		delivered map[string]DeliveredPeer   // in b
+		want      want
+	}{
+		"HostRouteIntoAnotherMeshsPodCIDR": {
+			reason:  "A Peer the mesh does not own (another namespace's mesh, a hand-made VPN peer) that routes a pod CIDR in b keeps it: the mesh writes the rest of its Peer and reports both Peers.",
+			foreign: []kubev1alpha1.ForeignPeer{{Name: "other-ns-mesh-x", PublicKey: testKey(99), AllowedIPs: []string{"10.1.1.0/25"}}},
+			want: want{
+				inB:       map[string][]string{"a1": {"192.168.1.1/32", "10.41.0.1/32", "10.201.0.0/16"}},
+				conflicts: []meshv1alpha1.PeerConflict{{Peer: nameA1, Reason: ReasonPeerRouteConflict}},
+				mentions:  []string{"10.1.1.0/24", "other-ns-mesh-x", "10.1.1.0/25"},
+			},
+		},
+		"AnchorCIDR": {
+			reason:  "The anchor's CIDRs are withheld like any route.",
+			foreign: []kubev1alpha1.ForeignPeer{{Name: "vpn", AllowedIPs: []string{"10.201.5.0/24"}}},
+			want: want{
+				inB:       map[string][]string{"a1": {"10.1.1.0/24", "192.168.1.1/32", "10.41.0.1/32"}},
+				conflicts: []meshv1alpha1.PeerConflict{{Peer: nameA1, Reason: ReasonPeerRouteConflict}},
+				mentions:  []string{"10.201.0.0/16", "vpn"},
+			},
+		},
+		"IncumbentKeepsItsRoute": {
+			reason:    "A route the mesh delivered first stays: a Peer added later over it can neither take it over nor split it; the overlap is reported.",
+			foreign:   []kubev1alpha1.ForeignPeer{{Name: "late", AllowedIPs: []string{"10.1.1.0/24", "10.201.0.0/16"}}},
+			delivered: map[string]DeliveredPeer{nameA1: {PublicKey: testKey(1), AllowedIPs: []string{"10.1.1.0/24", "192.168.1.1/32", "10.41.0.1/32"}}},
+			want: want{
+				inB:       map[string][]string{"a1": {"10.1.1.0/24", "192.168.1.1/32", "10.41.0.1/32"}},
+				conflicts: []meshv1alpha1.PeerConflict{{Peer: nameA1, Reason: ReasonPeerRouteConflict}},
+				mentions:  []string{"kept", "not written", "10.201.0.0/16"},
+			},
+		},
+		"CatchAll": {
+			reason:  "A foreign Peer routing everything leaves no route for the mesh's Peer: it is not written, and the conflict says why.",
+			foreign: []kubev1alpha1.ForeignPeer{{Name: "default-route", AllowedIPs: []string{"0.0.0.0/0"}}},
+			want: want{
+				inB:       map[string][]string{},
+				conflicts: []meshv1alpha1.PeerConflict{{Peer: nameA1, Reason: ReasonPeerRouteConflict}},
+				mentions:  []string{"default-route", "0.0.0.0/0"},
+			},
+		},
+		"OtherFamilyAndJunkIgnored": {
+			reason:  "Routes of the other family, and allowed IPs Kilo cannot parse, overlap nothing.",
+			foreign: []kubev1alpha1.ForeignPeer{{Name: "v6", AllowedIPs: []string{"::/0", "10.1.1.0", "junk"}}},
+			want: want{
+				inB: map[string][]string{"a1": {"10.1.1.0/24", "192.168.1.1/32", "10.41.0.1/32", "10.201.0.0/16"}},
+			},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			obsB := observation(nodeB1())
+			obsB.ForeignPeers = tc.foreign
+			in := meshInput([]meshv1alpha1.Cluster{clusterA(withService("10.201.0.0/16")), clusterB()}, map[string]*Observation{
+				"a": observation(nodeA1(internalIP("192.168.1.1/24"))),
+				"b": obsB,
+			})
+			in.Delivered = map[string]map[string]DeliveredPeer{"b": tc.delivered}
+			p, err := Do(in)
+			if err != nil {
+				t.Fatalf("\n%s\nDo(...): unexpected error: %v", tc.reason, err)
+			}
+			if diff := cmp.Diff(tc.want.inB, allowedByLeader(p, "b", "a1")); diff != "" {
+				t.Errorf("\n%s\nDo(...): -want allowedIPs in b, +got:\n%s", tc.reason, diff)
+			}
+			got := statusOf(p, "b").Conflicts
+			if diff := cmp.Diff(tc.want.conflicts, got, ignoreMessages); diff != "" {
+				t.Errorf("\n%s\nDo(...): -want conflicts in b, +got:\n%s", tc.reason, diff)
+			}
+			for _, word := range tc.want.mentions {
+				if len(got) == 0 || !strings.Contains(got[0].Message, word) {
+					t.Errorf("\n%s\nDo(...): the conflict %+v does not mention %q", tc.reason, got, word)
+				}
+			}
+		})
+	}
+}
+
+// TestNodeDataQuotedBounded pins that values read from Nodes reach status
+// and warnings cut to a bounded length and as valid UTF-8, however large or
+// malformed: a few nodes with 256 KiB annotations must not stall the mesh.
+func TestNodeDataQuotedBounded(t *testing.T) {
+	huge := strings.Repeat("é", 128<<10) + "\xff"
+	p, err := Do(twoClusters(meshv1alpha1.GranularityLocation,
+		nodeA1(wgIP(huge), location(huge), internalIP("192.168.1.1/24")),
+		nodeA2(location(huge), nodeKeepalive(huge), forceEndpoint(huge)),
+		nodeU1(clustermeshEndpoint(huge), locationIPs(huge)),
+	))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var texts []string
+	for _, w := range p.Warnings {
+		texts = append(texts, w.Message)
+	}
+	for _, c := range p.Status.Clusters {
+		for _, s := range c.Skipped {
+			texts = append(texts, s.Message)
+		}
+	}
+	texts = append(texts, p.Pending...)
+	if len(texts) == 0 {
+		t.Fatal("want the bad annotations reported")
+	}
+	for _, s := range texts {
+		if len(s) > 4096 || !utf8.ValidString(s) {
+			t.Errorf("a message quoting node data is %d bytes long, valid UTF-8 %t: %.200q", len(s), utf8.ValidString(s), s)
+		}
 	}
 }

@@ -3,6 +3,7 @@ package mesh
 import (
 	"fmt"
 	"net/netip"
+	"slices"
 	"sort"
 	"strings"
 
@@ -17,11 +18,32 @@ import (
 // not pass through an API server (a dry run without --xrd).
 const (
 	DefaultWireguardPort = 51820
-	// RoamingKeepalive is the least keepalive of a Peer without an
-	// endpoint: Kilo forgets a learned endpoint at resync when the keepalive
-	// is 0.
-	RoamingKeepalive = 25
 )
+
+// maxOverlapsListed is how many overlapping pairs an OverlapError names; the
+// rest are counted. A spec of 64 clusters with many equal CIDRs has millions
+// of pairs.
+const maxOverlapsListed = 20
+
+// A family is the IP address family of a mesh: Kilo runs one per cluster,
+// the family of its WireGuard subnet.
+type family bool
+
+const (
+	ipv4 family = false
+	ipv6 family = true
+)
+
+func familyOf(a netip.Addr) family { return family(a.Is6() && !a.Is4In6()) }
+
+func (f family) of(a netip.Addr) bool { return familyOf(a) == f }
+
+func (f family) String() string {
+	if f == ipv6 {
+		return "IPv6"
+	}
+	return "IPv4"
+}
 
 // A cidrEntry is one CIDR of the spec with the field path it came from.
 type cidrEntry struct {
@@ -31,14 +53,16 @@ type cidrEntry struct {
 
 // cluster is a validated member of the mesh.
 type cluster struct {
-	index     int
-	spec      meshv1alpha1.Cluster
-	pods      []netip.Prefix
-	wireguard netip.Prefix
-	anchor    []netip.Prefix // serviceCIDR, then additionalCIDRs
-	port      uint16
-	keepalive int
-	cidrs     []cidrEntry
+	index      int
+	spec       meshv1alpha1.Cluster
+	pods       []netip.Prefix
+	wireguard  netip.Prefix
+	service    []netip.Prefix // zero or one
+	additional []netip.Prefix
+	nodes      []netip.Prefix // nodeCIDRs
+	port       uint16
+	keepalive  int
+	cidrs      []cidrEntry
 }
 
 // An InvalidSpecError says which fields of a ClusterMesh spec are malformed.
@@ -52,19 +76,25 @@ func (e *InvalidSpecError) Error() string {
 }
 
 // An OverlapError lists the CIDRs of a mesh that overlap each other, or
-// overlap those of another ClusterMesh of the namespace. The mesh is frozen
-// until it is fixed.
+// overlap those of another ClusterMesh of the namespace: the first few, and
+// how many more. The mesh is frozen until it is fixed.
 type OverlapError struct {
 	Overlaps []string
+	// More counts the overlaps not listed.
+	More int
 }
 
 func (e *OverlapError) Error() string {
-	return strings.Join(e.Overlaps, "; ")
+	s := strings.Join(e.Overlaps, "; ")
+	if e.More > 0 {
+		s += fmt.Sprintf("; and %d more", e.More)
+	}
+	return s
 }
 
 // validateSpec parses every field of the spec the planner reads, and returns
-// the members in spec order.
-func validateSpec(spec *meshv1alpha1.ClusterMeshSpec) ([]*cluster, field.ErrorList) {
+// the members in spec order and the mesh's address family.
+func validateSpec(spec *meshv1alpha1.ClusterMeshSpec) ([]*cluster, family, field.ErrorList) {
 	var errs field.ErrorList
 	root := field.NewPath("spec")
 
@@ -96,7 +126,45 @@ func validateSpec(spec *meshv1alpha1.ClusterMeshSpec) ([]*cluster, field.ErrorLi
 		seen[c.spec.Name] = true
 		out = append(out, c)
 	}
-	return out, errs
+	f, ferrs := checkFamily(cp, out)
+	return out, f, append(errs, ferrs...)
+}
+
+// checkFamily finds the mesh's address family, the family of its clusters'
+// wireguardCIDRs, and reports every CIDR of the other family: Kilo runs one
+// family, and the receiving Kilo refuses a route of the other (netlink: "not
+// the same IP family"), which stalls its route sync.
+func checkFamily(cp *field.Path, clusters []*cluster) (family, field.ErrorList) {
+	var errs field.ErrorList
+	var f family
+	var first *cluster
+	for _, c := range clusters {
+		if !c.wireguard.IsValid() {
+			continue
+		}
+		if first == nil {
+			first, f = c, familyOf(c.wireguard.Addr())
+			continue
+		}
+		if g := familyOf(c.wireguard.Addr()); g != f {
+			errs = append(errs, field.Invalid(cp.Index(c.index).Child("wireguardCIDR"), c.wireguard.String(),
+				fmt.Sprintf("is %s but %s is %s: a mesh runs one address family, the family of its wireguardCIDRs",
+					g, cp.Index(first.index).Child("wireguardCIDR"), f)))
+		}
+	}
+	if first == nil {
+		return f, errs
+	}
+	for _, c := range clusters {
+		for _, e := range c.cidrs {
+			// A wireguardCIDR of the other family is reported above.
+			if e.prefix != c.wireguard && !f.of(e.prefix.Addr()) {
+				errs = append(errs, field.Invalid(e.path, e.prefix.String(),
+					fmt.Sprintf("is %s, but the mesh is %s (the family of its wireguardCIDRs): Kilo runs one address family", familyOf(e.prefix.Addr()), f)))
+			}
+		}
+	}
+	return f, errs
 }
 
 func validateCluster(p *field.Path, i int, spec meshv1alpha1.Cluster) (*cluster, field.ErrorList) {
@@ -125,15 +193,20 @@ func validateCluster(p *field.Path, i int, spec meshv1alpha1.Cluster) (*cluster,
 		c.cidrs = append(c.cidrs, cidrEntry{path: fp, prefix: pr})
 		return pr, true
 	}
+	list := func(name string, ss []meshv1alpha1.CIDR) []netip.Prefix {
+		var out []netip.Prefix
+		for j, s := range ss {
+			if pr, ok := parse(p.Child(name).Index(j), s); ok {
+				out = append(out, pr)
+			}
+		}
+		return out
+	}
 
 	if len(spec.PodCIDRs) == 0 {
 		errs = append(errs, field.Required(p.Child("podCIDRs"), "a cluster has at least one pod CIDR"))
 	}
-	for j, s := range spec.PodCIDRs {
-		if pr, ok := parse(p.Child("podCIDRs").Index(j), s); ok {
-			c.pods = append(c.pods, pr)
-		}
-	}
+	c.pods = list("podCIDRs", spec.PodCIDRs)
 	if spec.WireguardCIDR == "" {
 		errs = append(errs, field.Required(p.Child("wireguardCIDR"), "the network of the cluster's Kilo interface (Kilo's --subnet)"))
 	} else if pr, ok := parse(p.Child("wireguardCIDR"), spec.WireguardCIDR); ok {
@@ -141,14 +214,11 @@ func validateCluster(p *field.Path, i int, spec meshv1alpha1.Cluster) (*cluster,
 	}
 	if spec.ServiceCIDR != nil {
 		if pr, ok := parse(p.Child("serviceCIDR"), *spec.ServiceCIDR); ok {
-			c.anchor = append(c.anchor, pr)
+			c.service = []netip.Prefix{pr}
 		}
 	}
-	for j, s := range spec.AdditionalCIDRs {
-		if pr, ok := parse(p.Child("additionalCIDRs").Index(j), s); ok {
-			c.anchor = append(c.anchor, pr)
-		}
-	}
+	c.additional = list("additionalCIDRs", spec.AdditionalCIDRs)
+	c.nodes = list("nodeCIDRs", spec.NodeCIDRs)
 	if spec.WireguardPort != nil {
 		if *spec.WireguardPort < 1 || *spec.WireguardPort > 65535 {
 			errs = append(errs, field.Invalid(p.Child("wireguardPort"), *spec.WireguardPort, "must be a UDP port, 1-65535"))
@@ -166,22 +236,57 @@ func validateCluster(p *field.Path, i int, spec meshv1alpha1.Cluster) (*cluster,
 	return c, errs
 }
 
-// overlaps lists every pair of overlapping CIDRs within the mesh, the later
-// field first.
-func overlaps(clusters []*cluster) []string {
+// anchor lists the CIDRs routed through one Peer of the cluster: the
+// serviceCIDR, then the additionalCIDRs.
+func (c *cluster) anchor() []netip.Prefix {
+	return append(append([]netip.Prefix(nil), c.service...), c.additional...)
+}
+
+// overlapReport collects overlaps up to maxOverlapsListed and counts the
+// rest.
+type overlapReport struct {
+	listed []string
+	more   int
+}
+
+func (r *overlapReport) add(s string) {
+	if len(r.listed) < maxOverlapsListed {
+		r.listed = append(r.listed, s)
+		return
+	}
+	r.more++
+}
+
+func (r *overlapReport) err() error {
+	if len(r.listed) == 0 {
+		return nil
+	}
+	return &OverlapError{Overlaps: r.listed, More: r.more}
+}
+
+// overlaps reports the overlapping pairs of CIDRs within the mesh, in spec
+// order of the later field, the later field first.
+func overlaps(clusters []*cluster, r *overlapReport) {
 	var all []cidrEntry
 	for _, c := range clusters {
 		all = append(all, c.cidrs...)
 	}
-	var out []string
-	for j := range all {
-		for i := range j {
-			if all[i].prefix.Overlaps(all[j].prefix) {
-				out = append(out, fmt.Sprintf("%s %s overlaps %s %s", all[j].path, all[j].prefix, all[i].path, all[i].prefix))
+	prefixes := make([]netip.Prefix, len(all))
+	for i, e := range all {
+		prefixes[i] = e.prefix
+	}
+	idx := newPrefixIndex(prefixes)
+	listed := 0
+	for j := 0; j < len(all) && listed < maxOverlapsListed; j++ {
+		for _, i := range idx.overlapping(all[j].prefix) {
+			if i >= j || listed == maxOverlapsListed {
+				break
 			}
+			r.add(fmt.Sprintf("%s %s overlaps %s %s", all[j].path, all[j].prefix, all[i].path, all[i].prefix))
+			listed++
 		}
 	}
-	return out
+	r.more += idx.countPairs() - listed
 }
 
 // An OtherMesh is another ClusterMesh of the same namespace.
@@ -204,37 +309,74 @@ func kindOrDefault(k string) string {
 	return k
 }
 
-// crossMeshOverlaps lists the CIDRs of the mesh that overlap those of other
-// meshes of the namespace. A cluster that both meshes contain (a shared hub)
-// may of course overlap itself, but two meshes may share at most one
-// cluster: with two, both would write the same Peers into the same cluster
-// and Kilo keeps one Peer per key.
-func crossMeshOverlaps(clusters []*cluster, others []OtherMesh) []string {
+// crossMeshOverlaps reports the CIDRs of the mesh that overlap those of
+// other meshes of the namespace. A cluster that both meshes contain (a
+// shared hub) may of course overlap itself, but two meshes may share at most
+// one cluster: with two, both would write the same Peers into the same
+// cluster and Kilo keeps one Peer per key.
+func crossMeshOverlaps(clusters []*cluster, others []OtherMesh, r *overlapReport) {
 	sorted := append([]OtherMesh(nil), others...)
 	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Name < sorted[j].Name })
 
-	var out []string
+	var mine []cidrEntry
+	owner := []*cluster{}
+	for _, c := range clusters {
+		for _, e := range c.cidrs {
+			mine = append(mine, e)
+			owner = append(owner, c)
+		}
+	}
+	prefixes := make([]netip.Prefix, len(mine))
+	for i, e := range mine {
+		prefixes[i] = e.prefix
+	}
+	idx := newPrefixIndex(prefixes)
+
 	for _, o := range sorted {
-		theirs, _ := validateSpec(&o.Spec) // their own function reports their errors
+		theirs, _, _ := validateSpec(&o.Spec) // their own function reports their errors
 		var shared []string
-		for _, c := range clusters {
-			for _, d := range theirs {
+		for _, d := range theirs {
+			var hubs []*cluster
+			for _, c := range clusters {
 				if sameCluster(c.spec, d.spec) {
 					shared = append(shared, c.spec.Name)
-					continue
+					hubs = append(hubs, c)
 				}
-				for _, a := range c.cidrs {
-					for _, b := range d.cidrs {
-						if a.prefix.Overlaps(b.prefix) {
-							out = append(out, fmt.Sprintf("%s %s overlaps ClusterMesh %s %s %s", a.path, a.prefix, o.Name, b.path, b.prefix))
-						}
-					}
-				}
+			}
+			for _, b := range d.cidrs {
+				reportOverlapsWith(r, idx, mine, owner, hubs, o.Name, b)
 			}
 		}
 		if len(shared) > 1 {
-			out = append(out, fmt.Sprintf("ClusterMesh %s also joins clusters %s: two meshes may share at most one cluster", o.Name, strings.Join(shared, ", ")))
+			r.add(fmt.Sprintf("ClusterMesh %s also joins clusters %s: two meshes may share at most one cluster", o.Name, strings.Join(shared, ", ")))
 		}
 	}
-	return out
+}
+
+// reportOverlapsWith reports the CIDRs of this mesh (mine, indexed, each of
+// the cluster owner[i]) that overlap b, a CIDR of ClusterMesh other. The
+// CIDRs of a shared hub of course overlap its own entry in the other mesh:
+// they do not count.
+func reportOverlapsWith(r *overlapReport, idx *prefixIndex, mine []cidrEntry, owner, hubs []*cluster, other string, b cidrEntry) {
+	hub := 0
+	for _, c := range hubs {
+		for _, a := range c.cidrs {
+			if a.prefix.Overlaps(b.prefix) {
+				hub++
+			}
+		}
+	}
+	n := idx.count(b.prefix) - hub
+	if n == 0 {
+		return
+	}
+	if len(r.listed) == maxOverlapsListed {
+		r.more += n
+		return
+	}
+	for _, i := range idx.overlapping(b.prefix) {
+		if !slices.Contains(hubs, owner[i]) {
+			r.add(fmt.Sprintf("%s %s overlaps ClusterMesh %s %s %s", mine[i].path, mine[i].prefix, other, b.path, b.prefix))
+		}
+	}
 }

@@ -65,6 +65,8 @@ const (
 	heartbeatNodes = 1000
 	heartbeatFor   = 2 * time.Minute
 	latencySamples = 30
+	// staleNodes stop their heartbeats, go stale, and come back.
+	staleNodes = 100
 )
 
 // Results of a run.
@@ -82,6 +84,13 @@ type Results struct {
 	LatencyMaxMs          float64 `json:"latencyMaxMs"`
 	Peers                 int     `json:"peers"`
 	PeerSetApplySeconds   float64 `json:"peerSetApplySeconds"`
+	StaleNodes            int     `json:"staleNodes"`
+	StaleWrites           int     `json:"staleWrites"`
+	StaleDelayP50Ms       float64 `json:"staleDelayP50Ms"`
+	StaleDelayMaxMs       float64 `json:"staleDelayMaxMs"`
+	FreshWrites           int     `json:"freshWrites"`
+	FreshDelayP50Ms       float64 `json:"freshDelayP50Ms"`
+	FreshDelayMaxMs       float64 `json:"freshDelayMaxMs"`
 }
 
 func envInt(name string, def int) int {
@@ -137,7 +146,8 @@ func TestScale(t *testing.T) {
 	writesSoFar := countWrites(watchInventory(ctx, t, mgmt, ns, rv))
 	stop := make(chan struct{})
 	var hb sync.WaitGroup
-	updates := heartbeats(ctx, t, member, heartbeatNodes, stop, &hb)
+	beats := newBeats(heartbeatNodes)
+	updates := heartbeats(ctx, t, member, beats, stop, &hb)
 	time.Sleep(heartbeatFor)
 	writes := writesSoFar()
 	res.StatusWritesPerMinute = float64(writes) / heartbeatFor.Minutes()
@@ -156,6 +166,11 @@ func TestScale(t *testing.T) {
 		w.Stop()
 		time.Sleep(500 * time.Millisecond)
 	}
+
+	// Nodes whose heartbeats stop go stale 60 s after their last one,
+	// without any event; then their heartbeats come back.
+	staleAndFresh(ctx, t, mgmt, ns, beats, &res)
+
 	close(stop)
 	hb.Wait()
 	res.HeartbeatUpdates = int(updates.Load())
@@ -291,7 +306,7 @@ func realNode(i int) *corev1.Node {
 			kilov1alpha1.AnnotationEndpoint:                          fmt.Sprintf("203.0.%d.%d:51820", i/256, i%256),
 			kilov1alpha1.AnnotationInternalIP:                        fmt.Sprintf("192.168.%d.%d/16", i/256, i%256),
 			kilov1alpha1.AnnotationGranularity:                       "location",
-			kilov1alpha1.AnnotationLastSeen:                          "1700000000",
+			kilov1alpha1.AnnotationLastSeen:                          strconv.FormatInt(time.Now().Unix(), 10),
 			kilov1alpha1.AnnotationDiscoveredEndpoints:               "{}",
 			"node.alpha.kubernetes.io/ttl":                           "0",
 			"volumes.kubernetes.io/controller-managed-attach-detach": "true",
@@ -387,10 +402,22 @@ func createNodes(ctx context.Context, t *testing.T, c client.Client, from, to in
 	t.Logf("created Nodes %d-%d in %s", from, to-1, time.Since(start).Round(time.Millisecond))
 }
 
-// heartbeats patches Kilo's last-seen on every Node every 30 s and the
-// Ready condition's heartbeat time every 60 s, spread evenly, until stop.
-func heartbeats(ctx context.Context, t *testing.T, c client.Client, nodes int, stop chan struct{}, wg *sync.WaitGroup) *atomic.Int64 {
+// beats records the heartbeats of the Nodes, and which of them are paused.
+type beats struct {
+	paused []atomic.Bool
+	last   []atomic.Int64
+}
+
+func newBeats(nodes int) *beats {
+	return &beats{paused: make([]atomic.Bool, nodes), last: make([]atomic.Int64, nodes)}
+}
+
+// heartbeats patches Kilo's last-seen on every Node that is not paused
+// every 30 s and the Ready condition's heartbeat time every 60 s, spread
+// evenly, until stop.
+func heartbeats(ctx context.Context, t *testing.T, c client.Client, b *beats, stop chan struct{}, wg *sync.WaitGroup) *atomic.Int64 {
 	t.Helper()
+	nodes := len(b.paused)
 	done := &atomic.Int64{}
 	wg.Add(1)
 	go func() {
@@ -404,6 +431,9 @@ func heartbeats(ctx context.Context, t *testing.T, c client.Client, nodes int, s
 					return
 				case <-tick.C:
 				}
+				if b.paused[i].Load() {
+					continue
+				}
 				name := nodeName(i)
 				now := time.Now()
 				ann := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, kilov1alpha1.AnnotationLastSeen, strconv.FormatInt(now.Unix(), 10))
@@ -411,6 +441,7 @@ func heartbeats(ctx context.Context, t *testing.T, c client.Client, nodes int, s
 					t.Errorf("heartbeat: %v", err)
 					return
 				}
+				b.last[i].Store(now.Unix())
 				done.Add(1)
 				if round%2 == 0 {
 					n := &corev1.Node{}
@@ -429,6 +460,72 @@ func heartbeats(ctx context.Context, t *testing.T, c client.Client, nodes int, s
 		}
 	}()
 	return done
+}
+
+// staleAndFresh pauses the heartbeats of staleNodes Nodes until the
+// inventory publishes every one of them as stale, then resumes them until
+// it publishes every one as fresh again, and records the status writes of
+// each phase and how long after the fact each node's state was published:
+// after the moment its heartbeat turned 60 s old, and after its first new
+// heartbeat.
+func staleAndFresh(ctx context.Context, t *testing.T, c client.WithWatch, ns string, b *beats, res *Results) {
+	t.Helper()
+	res.StaleNodes = staleNodes
+	phase := func(stale bool, due func(i int) time.Time) (int, []time.Duration) {
+		rv := inventory(ctx, t, c, ns).ResourceVersion
+		w := watchInventory(ctx, t, c, ns, rv)
+		defer w.Stop()
+		seen := map[string]time.Duration{}
+		writes := 0
+		deadline := time.After(5 * time.Minute)
+		for len(seen) < staleNodes {
+			select {
+			case ev, open := <-w.ResultChan():
+				if !open {
+					t.Fatal("the watch of the inventory ended")
+				}
+				ni, ok := ev.Object.(*v1alpha1.NodeInventory)
+				if !ok || ev.Type != watch.Modified {
+					continue
+				}
+				writes++
+				now := time.Now()
+				for _, n := range ni.Status.AtProvider.Nodes {
+					i, err := strconv.Atoi(strings.TrimPrefix(n.Name, "node-"))
+					if err != nil || i >= staleNodes || n.Stale != stale {
+						continue
+					}
+					if _, ok := seen[n.Name]; !ok {
+						seen[n.Name] = now.Sub(due(i))
+					}
+				}
+			case <-deadline:
+				t.Fatalf("%d of %d nodes published with stale=%t", len(seen), staleNodes, stale)
+			}
+		}
+		delays := make([]time.Duration, 0, len(seen))
+		for _, d := range seen {
+			delays = append(delays, d)
+		}
+		sort.Slice(delays, func(i, j int) bool { return delays[i] < delays[j] })
+		return writes, delays
+	}
+	for i := range staleNodes {
+		b.paused[i].Store(true)
+	}
+	writes, delays := phase(true, func(i int) time.Time { return time.Unix(b.last[i].Load()+60, 0) })
+	res.StaleWrites, res.StaleDelayP50Ms, res.StaleDelayMaxMs = writes, ms(delays[len(delays)/2]), ms(delays[len(delays)-1])
+	t.Logf("%d nodes going stale without an event: %d status writes; published %.0f ms (p50), %.0f ms (max) after their heartbeat turned 60 s old",
+		staleNodes, writes, res.StaleDelayP50Ms, res.StaleDelayMaxMs)
+
+	resumed := time.Now()
+	for i := range staleNodes {
+		b.paused[i].Store(false)
+	}
+	writes, delays = phase(false, func(i int) time.Time { return time.Unix(max(b.last[i].Load(), resumed.Unix()), 0) })
+	res.FreshWrites, res.FreshDelayP50Ms, res.FreshDelayMaxMs = writes, ms(delays[len(delays)/2]), ms(delays[len(delays)-1])
+	t.Logf("%d nodes fresh again: %d status writes; published %.0f ms (p50), %.0f ms (max) after their new heartbeat (second resolution)",
+		staleNodes, writes, res.FreshDelayP50Ms, res.FreshDelayMaxMs)
 }
 
 func patchAnnotation(ctx context.Context, t *testing.T, c client.Client, node, k, v string) {

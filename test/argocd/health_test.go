@@ -211,7 +211,7 @@ func TestHealth(t *testing.T) {
 		"RenderTwoClusters": {
 			reason:  "A mesh whose Peers are still being created is Progressing, with Crossplane's list of unready resources.",
 			fixture: "render-two-clusters.yaml",
-			want:    want{"Progressing", "Unready resources: peer-cluster-a-mesh-cluster-b-node-b1"},
+			want:    want{"Progressing", "Unready resources: peerset-cluster-a, peerset-cluster-b"},
 		},
 		"RenderThreeClusters": {
 			reason:  "Same for three clusters.",
@@ -246,12 +246,37 @@ func TestHealth(t *testing.T) {
 		"RenderLocationGranularity": {
 			reason:  "Converged=False names the nodes the mesh waits for, which says more than the unready resources.",
 			fixture: "render-location-granularity.yaml",
-			want:    want{"Progressing", "1 node skipped (SegmentNoLeader): node-a6"},
+			want:    want{"Progressing", "1 node skipped (NodeNoWireguardIP): node-a6"},
 		},
 		"RenderSkipReasons": {
 			reason:  "Nodes waiting for Kilo keep the mesh Progressing, whatever else is skipped.",
 			fixture: "render-skip-reasons.yaml",
 			want:    want{"Progressing", "NodeNoPublicKey"},
+		},
+		"RenderLeaderElection": {
+			reason:  "A location waiting for Kilo's new leader keeps the mesh Progressing, naming the node.",
+			fixture: "render-leader-election.yaml",
+			want:    want{"Progressing", "1 node skipped (NodeNoWireguardIP): node-a6"},
+		},
+		"RenderStaleLeader": {
+			reason:  "Nodes whose Kilo heartbeat is stale keep the mesh Progressing: they come back or are removed.",
+			fixture: "render-stale-leader.yaml",
+			want:    want{"Progressing", "NodeNotReady"},
+		},
+		"RenderNoInternalIP": {
+			reason:  "A node of its own segment waiting for its WireGuard IP keeps the mesh Progressing.",
+			fixture: "render-no-internal-ip.yaml",
+			want:    want{"Progressing", "NodeNoWireguardIP"},
+		},
+		"RenderAllowedLocationIPs": {
+			reason:  "A location range out of range is a warning, not a health problem.",
+			fixture: "render-allowed-location-ips.yaml",
+			want:    want{"Progressing", "Unready resources"},
+		},
+		"RenderForgedNode": {
+			reason:  "Forged node data is withheld and reported, not a health problem of the mesh.",
+			fixture: "render-forged-node.yaml",
+			want:    want{"Progressing", "Unready resources"},
 		},
 		"UndeliveredShortly": {
 			reason:  "Peers that cannot be written into a member for a short while keep the mesh Progressing, naming the member.",
@@ -382,15 +407,7 @@ func TestHealth(t *testing.T) {
 	for _, tc := range cases {
 		used[tc.fixture] = true
 	}
-	fixtures, err := filepath.Glob(filepath.Join(testdataDir, "*.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range fixtures {
-		if !used[filepath.Base(f)] {
-			t.Errorf("no case of TestHealth judges %s", f)
-		}
-	}
+	checkJudged(t, "", used)
 
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -412,6 +429,21 @@ func TestHealth(t *testing.T) {
 					tc.reason, tc.fixture, now, status, message, tc.want.status, tc.want.message)
 			}
 		})
+	}
+}
+
+// checkJudged fails for every fixture of a folder of testdata that no case
+// judges: used holds the fixtures' paths relative to testdata.
+func checkJudged(t *testing.T, dir string, used map[string]bool) {
+	t.Helper()
+	fixtures, err := filepath.Glob(filepath.Join(testdataDir, dir, "*.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range fixtures {
+		if rel, _ := filepath.Rel(testdataDir, f); !used[rel] {
+			t.Errorf("no case of %s judges %s", t.Name(), f)
+		}
 	}
 }
 
@@ -457,8 +489,8 @@ func TestSandbox(t *testing.T) {
 	}
 }
 
-// TestConfigMap checks that the argocd-cm snippet carries health.lua
-// exactly.
+// TestConfigMap checks that the argocd-cm snippet carries every health
+// check exactly.
 func TestConfigMap(t *testing.T) {
 	cm := struct {
 		APIVersion string            `json:"apiVersion"`
@@ -472,12 +504,22 @@ func TestConfigMap(t *testing.T) {
 	if cm.Kind != "ConfigMap" || cm.Metadata["name"] != "argocd-cm" {
 		t.Errorf("%s is a %s named %v, want the ConfigMap argocd-cm", argocdCM, cm.Kind, cm.Metadata["name"])
 	}
-	got, ok := cm.Data[healthKey]
-	if !ok {
-		t.Fatalf("%s has no data key %s", argocdCM, healthKey)
+	checks := map[string]string{healthKey: healthLua}
+	for _, m := range managedChecks {
+		checks[m.key] = m.script
 	}
-	if want := readFile(t, healthLua); got != want {
-		t.Errorf("%s: data[%s] differs from %s; paste the file again, indented by four spaces", argocdCM, healthKey, healthLua)
+	for key, script := range checks {
+		got, ok := cm.Data[key]
+		if !ok {
+			t.Errorf("%s has no data key %s", argocdCM, key)
+			continue
+		}
+		if want := readFile(t, script); got != want {
+			t.Errorf("%s: data[%s] differs from %s; paste the file again, indented by four spaces", argocdCM, key, script)
+		}
+	}
+	if len(cm.Data) != len(checks) {
+		t.Errorf("%s holds %d keys, want %d", argocdCM, len(cm.Data), len(checks))
 	}
 }
 

@@ -365,6 +365,7 @@ func syncedMessage(u *unstructured.Unstructured) string {
 // added, changes another node while they are down, and starts them again.
 func testCrash(ctx context.Context, t *testing.T, ref meshRef) {
 	before := uids(ref)
+	xrTrace.take(ref.String())
 	t0 := time.Now()
 	y := fixture.Full("node-y0", "10.1.200.0/24", "192.168.1.200", "10.201.0.200/16").With(kilov1alpha1.AnnotationEndpoint, "192.0.2.200:51820")
 	if err := fixture.Apply(ctx, kube["cluster-a"], y); err != nil {
@@ -384,6 +385,7 @@ func testCrash(ctx context.Context, t *testing.T, ref meshRef) {
 	}
 	took := waitConverged(ctx, t, ref, convergeTimeout)
 	t.Logf("converged %.1fs after the restart", took.Seconds())
+	report.xrEvents(ref.ns+": function and providers restarted", ref)
 	noDeletes(t, t0, ownedBy(ref), "the function and the providers were killed and restarted")
 	sameUIDs(t, ref, before, "the function and the providers were killed and restarted")
 
@@ -478,11 +480,13 @@ func testRemoveCluster(ctx context.Context, t *testing.T, ref meshRef) *meshv1al
 		t.Fatal("cluster-c is not a member")
 	}
 	removed := spec.Clusters[i].DeepCopy()
+	xrTrace.take(ref.String())
 	if err := patchMesh(ctx, ref, fmt.Sprintf(`[{"op":"test","path":"/spec/clusters/%d/name","value":"cluster-c"},{"op":"remove","path":"/spec/clusters/%d"}]`, i, i)); err != nil {
 		t.Fatal(err)
 	}
 	took := waitConverged(ctx, t, ref, convergeTimeout)
 	t.Logf("converged %.1fs after cluster-c was removed", took.Seconds())
+	report.xrEvents(ref.ns+": member removed", ref)
 	if ps := meshPeers("cluster-c", ref); len(ps) > 0 {
 		t.Errorf("cluster-c still holds %d Peers of the mesh", len(ps))
 	}
@@ -521,12 +525,14 @@ func testAddCluster(ctx context.Context, t *testing.T, ref meshRef, c *meshv1alp
 			before[m][p.Name] = p
 		}
 	}
+	xrTrace.take(ref.String())
 	t0 := time.Now()
 	if err := patchMesh(ctx, ref, fmt.Sprintf(`[{"op":"add","path":"/spec/clusters/-","value":%s}]`, b)); err != nil {
 		t.Fatal(err)
 	}
 	took := waitConverged(ctx, t, ref, convergeTimeout)
 	t.Logf("converged %.1fs after %s was added", took.Seconds(), c.Name)
+	report.xrEvents(ref.ns+": member added", ref)
 	for _, m := range rec.memberNames() {
 		if m == c.Name {
 			if len(meshPeers(m, ref)) == 0 {

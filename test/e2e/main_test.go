@@ -14,6 +14,7 @@
 //
 //	E2E_STACK_DIR  run folder of the stack
 //	E2E_REUSE=1    use the stack running in E2E_STACK_DIR, and leave it up
+//	               (TestUpgradeAndUninstall uninstalls kilomesh from it)
 //	E2E_KEEP=1     leave the stack up after the tests (for debugging)
 //	E2E_MODES      delivery modes to test (default "Objects PeerSet")
 //	E2E_OUTAGE     how long a member API server stays down (default 2m)
@@ -54,6 +55,7 @@ var (
 	env     *stack.Env
 	kube    map[string]client.WithWatch
 	rec     *recorder
+	xrTrace *xrTracer
 	mgmt    client.WithWatch
 	report  *reporter
 	started = time.Now()
@@ -120,6 +122,10 @@ func run(m *testing.M) int {
 	}
 	rec, err = newRecorder(ctx, env, members)
 	if err != nil {
+		fmt.Fprintln(os.Stderr, "e2e:", err)
+		return 1
+	}
+	if xrTrace, err = traceXREvents(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, "e2e:", err)
 		return 1
 	}

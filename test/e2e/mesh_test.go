@@ -123,7 +123,7 @@ func snapshotStatus(ctx context.Context, t *testing.T) {
 }
 
 func testMode(ctx context.Context, t *testing.T, mode string, vpn *kilov1alpha1.Peer) {
-	ref := meshRef{ns: "mesh-" + strings.ToLower(mode), name: "mesh"}
+	ref := meshRefOf(mode)
 	resetNodes(ctx, t)
 	if err := script(ctx, "providerconfigs.sh", append([]string{ref.ns}, meshMembers...)...); err != nil {
 		t.Fatal(err)
@@ -153,6 +153,7 @@ func testMode(ctx context.Context, t *testing.T, mode string, vpn *kilov1alpha1.
 func testCreate(ctx context.Context, t *testing.T, mode string, ref meshRef) {
 	u := exampleMesh(t, ref.ns, mode)
 	ref.name = u.GetName()
+	xrTrace.take(ref.String())
 	start := time.Now()
 	if err := mgmt.Create(ctx, u); err != nil {
 		t.Fatal(err)
@@ -203,6 +204,7 @@ func testCreate(ctx context.Context, t *testing.T, mode string, ref meshRef) {
 
 	// What kubectl shows, once the mesh is Ready.
 	waitCondition(ctx, t, ref, "Ready", "True", convergeTimeout)
+	report.xrEvents(ref.ns+": mesh created, until Ready", ref)
 	_, opens := xpBreaker.last()
 	report.notef("%s: a new three-member mesh: every member held its Peers %.1fs after it was created, the ClusterMesh was Ready after %.1fs (Crossplane's watch circuit breakers opened so far: %.0f)",
 		mode, took.Seconds(), time.Since(start).Seconds(), opens)
@@ -339,6 +341,11 @@ func nodeOf(ctx context.Context, t *testing.T, member, name string) fixture.Node
 	return fixture.FromObject(n)
 }
 
+// meshRefOf is the mesh the tests of a delivery mode run on.
+func meshRefOf(mode string) meshRef {
+	return meshRef{ns: "mesh-" + strings.ToLower(mode), name: "mesh"}
+}
+
 // change makes one change in member src and times its arrival in every other
 // member of the mesh: pred tells, from a target's Peers, that it arrived.
 func change(ctx context.Context, t *testing.T, mode, kind, src string, do func() error, pred func(map[string]*kilov1alpha1.Peer) bool) {
@@ -359,6 +366,7 @@ func change(ctx context.Context, t *testing.T, mode, kind, src string, do func()
 		ws = append(ws, w{target, x})
 	}
 	events0, _ := metric(crossplaneMetrics(), "circuit_breaker_events_total")
+	xrTrace.take(meshRefOf(mode).String())
 	t0 := time.Now()
 	if err := do(); err != nil {
 		t.Fatal(err)
@@ -369,6 +377,7 @@ func change(ctx context.Context, t *testing.T, mode, kind, src string, do func()
 		if n, err := metric(crossplaneMetrics(), "circuit_breaker_events_total"); err == nil {
 			report.count(mode, kind, n-events0)
 		}
+		report.xrEvents(meshRefOf(mode).ns+": one node changed", meshRefOf(mode))
 	}()
 	for _, x := range ws {
 		wctx, cancel := context.WithTimeout(ctx, convergeTimeout)

@@ -18,11 +18,38 @@ type reporter struct {
 	mu      sync.Mutex
 	samples map[string][]time.Duration // by "<mode> <kind>"
 	events  map[string][]float64       // XR watch events per change, by "<mode> <kind>"
+	sources map[string]*stepEvents     // XR watch events by source, by step
+	order   []string                   // steps in the order first seen
 	notes   []string
 }
 
+// stepEvents are the watch events of the XR during every run of one step.
+type stepEvents struct {
+	runs   int
+	counts map[string]int
+}
+
+// xrEvents reports, for one step, the watch events that reached the XR since
+// the previous step, by the kind of resource they came from and the kind of
+// change, with the count Crossplane's circuit breaker itself recorded.
+func (r *reporter) xrEvents(step string, ref meshRef) {
+	counts := xrTrace.take(ref.String())
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	se := r.sources[step]
+	if se == nil {
+		se = &stepEvents{counts: map[string]int{}}
+		r.sources[step] = se
+		r.order = append(r.order, step)
+	}
+	se.runs++
+	for k, n := range counts {
+		se.counts[k] += n
+	}
+}
+
 func newReporter(path string) *reporter {
-	return &reporter{path: path, samples: map[string][]time.Duration{}, events: map[string][]float64{}}
+	return &reporter{path: path, samples: map[string][]time.Duration{}, events: map[string][]float64{}, sources: map[string]*stepEvents{}}
 }
 
 func (r *reporter) sample(mode, kind string, d time.Duration) {
@@ -95,6 +122,19 @@ func (r *reporter) text() string {
 				}
 			}
 			fmt.Fprintf(&b, "  %-28s mean %5.1f  max %3.0f  (n=%d)\n", k, sum/float64(len(r.events[k])), mx, len(r.events[k]))
+		}
+		b.WriteString("\n")
+	}
+	if len(r.order) > 0 {
+		b.WriteString("watch events that reached the XR per step (mean of its runs), by source kind and change, traced in the management cluster:\n")
+		for _, step := range r.order {
+			se := r.sources[step]
+			mean := map[string]int{}
+			for k, n := range se.counts {
+				mean[k] = (n + se.runs/2) / se.runs
+			}
+			line, total := tally(mean)
+			fmt.Fprintf(&b, "  %-40s n=%-3d %5d  %s\n", step, se.runs, total, line)
 		}
 		b.WriteString("\n")
 	}

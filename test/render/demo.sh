@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # A dry run of one render scenario: the Peers every member cluster would
-# receive, and the ClusterMesh status, in a readable form.
+# receive, and the ClusterMesh status, in a readable form. It runs the
+# command of the scenario's README.md, from its folder.
 #
 #   test/render/demo.sh <scenario>
 set -euo pipefail
@@ -9,9 +10,12 @@ cd "$top"
 s=${1:-three-clusters}
 dir=examples/render/$s
 . "$top/test/render/lib.sh"
-echo ">> crossplane composition render $dir/xr.yaml (function-kilomesh on 127.0.0.1:$port)"
-args=(--observed-resources="$dir/observed.yaml" --xrd=package/configuration/xrd.yaml
-      --crossplane-binary="$BIN/crossplane-core" --include-full-xr)
-[ -f "$dir/required.yaml" ] && args+=(--required-resources="$dir/required.yaml")
-"$BIN/crossplane" composition render "$dir/xr.yaml" package/configuration/composition.yaml "$work/functions.yaml" "${args[@]}" \
-  | "$work/rendertool" show
+if [ "${KILOMESH_RENDER_ISOLATED:-}" != 1 ]; then
+  render_prepare
+  render_isolated "$0" "$@"
+  exit
+fi
+render_function
+echo ">> (cd $dir && crossplane composition render ...), as its README.md says"
+cmd=$(render_command "$dir")
+(cd "$dir" && PATH=$BIN:$PATH bash -euo pipefail -c "$cmd") | "$work/rendertool" show

@@ -7,11 +7,9 @@ package main
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"sort"
 	"strings"
@@ -21,17 +19,10 @@ import (
 )
 
 func main() {
-	if len(os.Args) == 2 && os.Args[1] == "freeport" {
-		if err := freePort(); err != nil {
-			fmt.Fprintln(os.Stderr, "rendertool:", err)
-			os.Exit(1)
-		}
-		return
-	}
 	cmds := map[string]func(io.Writer, []doc) error{"peers": writePeers, "show": show, "normalize": normalize}
 	cmd, ok := cmds[os.Args[len(os.Args)-1]]
 	if len(os.Args) != 2 || !ok {
-		fmt.Fprintln(os.Stderr, "usage: rendertool peers|show|normalize < rendered.yaml, or rendertool freeport")
+		fmt.Fprintln(os.Stderr, "usage: rendertool peers|show|normalize < rendered.yaml")
 		os.Exit(2)
 	}
 	docs, err := readDocs(os.Stdin)
@@ -42,19 +33,6 @@ func main() {
 		fmt.Fprintln(os.Stderr, "rendertool:", err)
 		os.Exit(1)
 	}
-}
-
-// freePort prints a TCP port of 127.0.0.1 that is free right now.
-func freePort() error {
-	l, err := (&net.ListenConfig{}).Listen(context.Background(), "tcp", "127.0.0.1:0")
-	if err != nil {
-		return err
-	}
-	_, err = fmt.Println(l.Addr().(*net.TCPAddr).Port) //nolint:forcetypeassert // a TCP listener has a TCP address
-	if cerr := l.Close(); err == nil {
-		err = cerr
-	}
-	return err
 }
 
 type doc = map[string]any

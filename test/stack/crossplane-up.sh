@@ -1,24 +1,32 @@
 #!/usr/bin/env bash
-# Installs kilomesh, the way a user does, on a stack started by up.sh: a
-# loopback OCI registry, Crossplane core running outside the cluster against
-# the management cluster, and provider-kubernetes, provider-kilomesh and
-# function-kilomesh as local processes that Crossplane's External package
-# runtime uses. The Configuration is installed with
-#
-#   crossplane xpkg install configuration xpkg.crossplane.io/kilomesh/configuration-kilomesh:v0.1.0
-#
-# and Crossplane's package manager resolves and installs its Function and
-# Providers from the loopback registry, where ImageConfigs redirect the
-# packages' production references.
+# Installs kilomesh on a stack started by up.sh the way the documentation
+# tells users to, on Crossplane as its Helm chart runs it, without a kubelet:
 #
 #   test/stack/up.sh && test/stack/crossplane-up.sh
 #
+# A loopback OCI registry holds the packages under their production paths
+# (function-kilomesh and provider-kilomesh as multi-platform indexes);
+# ImageConfigs point xpkg.crossplane.io/kilomesh/ and
+# xpkg.crossplane.io/crossplane-contrib/ at it. Crossplane core runs outside
+# the cluster against the management cluster, with the Deployment runtime
+# for providers and the External runtime for functions; Crossplane's RBAC
+# manager runs as the chart runs it (rbac init, then rbac start
+# --provider-clusterrole=crossplane:allowed-provider-permissions, with
+# leader election), in a network namespace of its own. runtime.sh runs as
+# the process package-runtime: it plays the pods of the packages' runtime
+# (see runtime.sh). Then the shell blocks of docs/install.md that install
+# the Configuration run as they are: the control-plane grant of
+# examples/provider/control-plane-rbac.yaml and
+#
+#   crossplane xpkg install configuration xpkg.crossplane.io/kilomesh/configuration-kilomesh:v0.1.0
+#
+# and Crossplane's package manager resolves and installs the Function and
+# both Providers.
+#
 # Environment (besides lib.sh's):
-#   STACK_PACKAGES   folder where package/build.sh writes the packages and
-#                    binaries, <package>/<name>-<version>.xpkg and
-#                    <package>/<name> (default _output at the top of the
-#                    repository)
-#   STACK_NO_BUILD=1 use what is in STACK_PACKAGES and .cache/bin as it is
+#   STACK_PACKAGES   folder where package/build.sh writes the packages
+#                    (default _output at the top of the repository)
+#   STACK_NO_BUILD=1 push what is in STACK_PACKAGES as it is
 #   STACK_TIMEOUT    seconds to wait for each step (default 120)
 #   STACK_CROSSPLANE_ARGS  extra flags for `crossplane core start`, split at
 #                    spaces, e.g. "--circuit-breaker-burst=1000" (default
@@ -36,34 +44,12 @@ timeout=${STACK_TIMEOUT:-120}
 pkgdir=${STACK_PACKAGES:-$STACK_TOP/_output}
 ns=crossplane-system
 xp_version=v2.4.2
-started=$SECONDS
-
-# Packages: the references users install, and the files package/build.sh writes.
-org_kilomesh=xpkg.crossplane.io/kilomesh
-org_contrib=xpkg.crossplane.io/crossplane-contrib
 version=v0.1.0
-pk_version=v1.3.1
-configuration_ref=$org_kilomesh/configuration-kilomesh:$version
-declare -A pkg_file=(
-  [configuration-kilomesh]=$pkgdir/configuration/configuration-kilomesh-$version.xpkg
-  [function-kilomesh]=$pkgdir/function/function-kilomesh-$version.xpkg
-  [provider-kilomesh]=$pkgdir/provider/provider-kilomesh-$version.xpkg
-  [provider-kubernetes]=$pkgdir/provider-kubernetes/provider-kubernetes-$pk_version.xpkg
-)
-declare -A pkg_path=(
-  [configuration-kilomesh]=kilomesh/configuration-kilomesh:$version
-  [function-kilomesh]=kilomesh/function-kilomesh:$version
-  [provider-kilomesh]=kilomesh/provider-kilomesh:$version
-  [provider-kubernetes]=crossplane-contrib/provider-kubernetes:$pk_version
-)
-# The names Crossplane gives the dependencies (from their references).
-fn_pkg=kilomesh-function-kilomesh
-pkm_pkg=kilomesh-provider-kilomesh
-pk_pkg=crossplane-contrib-provider-kubernetes
+started=$SECONDS
 
 kc() { stack_kubectl "$mgmt" "$@"; }
 
-for name in registry crossplane function-kilomesh provider-kubernetes provider-kilomesh; do
+for name in registry crossplane rbac-manager package-runtime function-kilomesh provider-kubernetes provider-kilomesh; do
   if pid=$(stack_running "$name"); then
     stack_die "$name is already running (pid $pid); stop the stack with test/stack/down.sh first"
   fi
@@ -77,14 +63,7 @@ if [ "${STACK_NO_BUILD:-}" != 1 ]; then
     VERSION=$version "$STACK_TOP/package/build.sh" "$p" >/dev/null
   done
 fi
-for p in "${!pkg_file[@]}"; do
-  [ -f "${pkg_file[$p]}" ] || stack_die "no package ${pkg_file[$p]} (run package/build.sh)"
-done
-# The local processes run the very binaries the packages' images hold.
-fn_bin=$pkgdir/function/function-kilomesh
-pkm_bin=$pkgdir/provider/provider-kilomesh
-pk_bin=$pkgdir/provider-kubernetes/provider-kubernetes
-for b in "$fn_bin" "$pkm_bin" "$pk_bin" "$STACK_BIN/crossplane" "$STACK_BIN/crossplane-core" "$STACK_BIN/crane"; do
+for b in "$STACK_BIN/crossplane" "$STACK_BIN/crossplane-core" "$STACK_BIN/crane"; do
   [ -x "$b" ] || stack_die "missing $b"
 done
 xp_crds=$(cd "$STACK_TOP/test/tools/crossplane" && go list -m -f '{{.Dir}}' github.com/crossplane/crossplane/v2)/cluster/crds
@@ -96,6 +75,28 @@ fn_port=${ports[3]} fn_metrics=${ports[4]}
 pk_webhook=${ports[5]} pk_metrics=${ports[6]} pk_health=${ports[7]}
 pkm_metrics=${ports[8]} pkm_health=${ports[9]}
 registry=127.0.0.1:$reg_port
+mgmt_port_var=$(stack_var "$mgmt" PORT)
+
+# The env file gets the addresses of what this script starts.
+env_tmp=$STACK_DIR/env.tmp
+{
+  grep -v -E '^(REGISTRY|CROSSPLANE|FUNCTION|PROVIDER_KUBERNETES|PROVIDER_KILOMESH)_' "$STACK_DIR/env"
+  printf "%s='%s'\n" \
+    REGISTRY_ADDRESS "$registry" \
+    CROSSPLANE_NAMESPACE "$ns" \
+    CROSSPLANE_METRICS_PORT "$xp_metrics" \
+    CROSSPLANE_HEALTH_PORT "$xp_health" \
+    FUNCTION_KILOMESH_ADDRESS "127.0.0.1:$fn_port" \
+    FUNCTION_KILOMESH_METRICS "127.0.0.1:$fn_metrics" \
+    PROVIDER_KUBERNETES_WEBHOOK "$pk_webhook" \
+    PROVIDER_KUBERNETES_METRICS "127.0.0.1:$pk_metrics" \
+    PROVIDER_KUBERNETES_HEALTH "127.0.0.1:$pk_health" \
+    PROVIDER_KILOMESH_METRICS "127.0.0.1:$pkm_metrics" \
+    PROVIDER_KILOMESH_HEALTH "127.0.0.1:$pkm_health"
+} >"$env_tmp"
+mv "$env_tmp" "$STACK_DIR/env"
+stack_env_load
+rm -rf "$STACK_DIR/runtime" "$STACK_DIR/identities"
 
 # --- the registry, and the packages in it under their production paths ---
 stack_log "starting an OCI registry on $registry"
@@ -103,15 +104,16 @@ mkdir -p "$STACK_DIR/registry"
 stack_start registry "$STACK_BIN/crane" registry serve --address "$registry" --disk "$STACK_DIR/registry"
 stack_set_ready registry "http://$registry/v2/"
 stack_wait_ready registry "$timeout"
-for p in "${!pkg_file[@]}"; do
-  "$STACK_BIN/crossplane" xpkg push -f "${pkg_file[$p]}" "$registry/${pkg_path[$p]}" >/dev/null
-done
-stack_log "pushed ${#pkg_file[@]} packages to $registry"
+VERSION=$version "$STACK_TOP/package/push.sh" "$registry" function provider configuration provider-kubernetes >/dev/null
+stack_log "pushed kilomesh $version and provider-kubernetes to $registry"
 
-# --- Crossplane core ---
+# --- Crossplane core and its RBAC manager ---
 xp=$STACK_DIR/crossplane
 mkdir -p "$xp/tls/client" "$xp/xpkg"
 kc create namespace "$ns" --dry-run=client -o yaml | kc apply -f - >/dev/null
+# Crossplane's own ServiceAccount, as the chart creates it: the Deployment
+# runtime copies its image pull secrets to the packages' ServiceAccounts.
+kc -n "$ns" create serviceaccount crossplane --dry-run=client -o yaml | kc apply -f - >/dev/null
 stack_log "crossplane core init"
 for attempt in 1 2 3 4 5; do
   # The first run can fail with "no matches for kind Lock" while the CRD it
@@ -136,12 +138,30 @@ secret_file() { kc -n "$ns" get secret "$1" -o "go-template={{index .data \"$2\"
   secret_file crossplane-root-ca tls.key >"$xp/ca.key"
 )
 
-stack_log "starting Crossplane core $xp_version (External package runtime)"
+stack_log "crossplane rbac init; starting Crossplane's RBAC manager"
+KUBECONFIG=$STACK_DIR/$mgmt/kubeconfig "$STACK_BIN/crossplane-core" rbac init >"$STACK_DIR/logs/rbac-init.log" 2>&1 ||
+  { tail -n 20 "$STACK_DIR/logs/rbac-init.log" >&2; stack_die "crossplane rbac init failed"; }
+# The ClusterRole the chart names in --provider-clusterrole: it aggregates
+# what an administrator allows providers beyond their own types.
+kc apply -f - >/dev/null <<YAML
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata:
+  name: crossplane:allowed-provider-permissions
+aggregationRule:
+  clusterRoleSelectors:
+  - matchLabels:
+      rbac.crossplane.io/aggregate-to-allowed-provider-permissions: "true"
+YAML
+stack_netns_start rbac-manager "${!mgmt_port_var}" "$ns" env KUBECONFIG="$STACK_DIR/$mgmt/kubeconfig" LEADER_ELECTION=true \
+  "$STACK_BIN/crossplane-core" rbac start --provider-clusterrole=crossplane:allowed-provider-permissions
+
+stack_log "starting Crossplane core $xp_version (Deployment runtime for providers, External for functions)"
 # shellcheck disable=SC2086 # STACK_CROSSPLANE_ARGS is split on purpose
 stack_start crossplane env KUBECONFIG="$STACK_DIR/$mgmt/kubeconfig" ENABLE_WEBHOOKS=false \
   "$STACK_BIN/crossplane-core" core start \
   --namespace="$ns" \
-  --package-runtime=External \
+  --package-runtime='Provider=Deployment;Function=External' \
   --tls-client-certs-dir="$xp/tls/client" \
   --tls-client-secret-name=crossplane-tls-client \
   --xpkg-cache-dir="$xp/xpkg" \
@@ -151,37 +171,10 @@ stack_start crossplane env KUBECONFIG="$STACK_DIR/$mgmt/kubeconfig" ENABLE_WEBHO
 stack_set_ready crossplane "http://127.0.0.1:$xp_health/readyz"
 stack_wait_ready crossplane "$timeout"
 
-# --- certificates for the local processes, signed by Crossplane's CA ---
-# make_cert DIR CN SAN: tls.crt, tls.key and ca.crt (the CA) in DIR.
-make_cert() {
-  local d=$1 cn=$2 san=$3
-  mkdir -p "$d"
-  (
-    cd "$d"
-    umask 077
-    openssl req -newkey rsa:2048 -nodes -sha256 -keyout tls.key -out tls.csr -subj "/CN=$cn" 2>/dev/null
-    printf '%s\n' "subjectAltName=$san" "extendedKeyUsage=serverAuth,clientAuth" \
-      "keyUsage=critical,digitalSignature,keyEncipherment" >tls.ext
-    openssl x509 -req -sha256 -days 3650 -in tls.csr -CA "$xp/ca.crt" -CAkey "$xp/ca.key" \
-      -set_serial "0x$(openssl rand -hex 8)" -extfile tls.ext -out tls.crt 2>/dev/null
-    cp "$xp/ca.crt" ca.crt
-    rm -f tls.csr tls.ext
-  )
-}
-# tls_secret NAME DIR stores a certificate folder as a Secret of Crossplane's namespace.
-tls_secret() {
-  kc -n "$ns" create secret generic "$1" --type=kubernetes.io/tls \
-    --from-file=tls.crt="$2/tls.crt" --from-file=tls.key="$2/tls.key" --from-file=ca.crt="$2/ca.crt" \
-    --dry-run=client -o yaml | kc apply -f - >/dev/null
-}
-make_cert "$STACK_DIR/function-kilomesh/tls" function-kilomesh "IP:127.0.0.1,DNS:localhost,DNS:$fn_pkg.$ns.svc"
-make_cert "$STACK_DIR/provider-kubernetes/tls" provider-kubernetes "IP:127.0.0.1,DNS:localhost,DNS:$pk_pkg.$ns.svc"
-make_cert "$STACK_DIR/provider-kilomesh/tls" provider-kilomesh "IP:127.0.0.1,DNS:localhost,DNS:$pkm_pkg.$ns.svc"
-tls_secret "$fn_pkg-tls-server" "$STACK_DIR/function-kilomesh/tls"
-tls_secret "$pk_pkg-tls-server" "$STACK_DIR/provider-kubernetes/tls"
-tls_secret "$pkm_pkg-tls-server" "$STACK_DIR/provider-kilomesh/tls"
-
-# --- install the Configuration; the package manager does the rest ---
+# --- the registry in place of xpkg.crossplane.io ---
+# Crossplane looks up a package's runtime config by the image it pulls, so
+# the ImageConfig of control-plane-rbac.yaml, which matches the production
+# path, gets a twin for the loopback path.
 kc apply -f - >/dev/null <<YAML
 apiVersion: pkg.crossplane.io/v1beta1
 kind: ImageConfig
@@ -190,7 +183,7 @@ metadata:
 spec:
   matchImages:
   - type: Prefix
-    prefix: $org_kilomesh/
+    prefix: xpkg.crossplane.io/kilomesh/
   rewriteImage:
     prefix: $registry/kilomesh/
 ---
@@ -201,108 +194,33 @@ metadata:
 spec:
   matchImages:
   - type: Prefix
-    prefix: $org_contrib/
+    prefix: xpkg.crossplane.io/crossplane-contrib/
   rewriteImage:
     prefix: $registry/crossplane-contrib/
+---
+apiVersion: pkg.crossplane.io/v1beta1
+kind: ImageConfig
+metadata:
+  name: provider-kilomesh-runtime-loopback
+spec:
+  matchImages:
+  - type: Prefix
+    prefix: $registry/kilomesh/provider-kilomesh
+  runtime:
+    configRef:
+      name: provider-kilomesh
 YAML
-stack_log "crossplane xpkg install configuration $configuration_ref"
-KUBECONFIG=$STACK_DIR/$mgmt/kubeconfig "$STACK_BIN/crossplane" xpkg install configuration "$configuration_ref" >/dev/null
 
-# With the External runtime nobody runs the packages: every revision is told
-# where its process listens and which Secret holds its certificate.
-# revision_of KIND PACKAGE prints the name of the package's revision.
-revision_of() {
-  kc get "$1" -l "pkg.crossplane.io/package=$2" -o 'jsonpath={.items[0].metadata.name}' 2>/dev/null
-}
-# patch_revision KIND PACKAGE STATUS_JSON waits for the revision and patches its status.
-patch_revision() {
-  local kind=$1 pkg=$2 patch=$3 rev='' deadline=$((SECONDS + timeout))
-  until rev=$(revision_of "$kind" "$pkg") && [ -n "$rev" ]; do
-    [ "$SECONDS" -lt "$deadline" ] || stack_die "no $kind of $pkg after ${timeout}s (kubectl get configurations,providers.pkg.crossplane.io,functions -o wide)"
-    sleep 0.5
-  done
-  kc patch "$kind" "$rev" --subresource=status --type=merge -p "$patch" >/dev/null
-  printf '%s\n' "$rev"
-}
-fn_rev=$(patch_revision functionrevisions.pkg.crossplane.io "$fn_pkg" \
-  "{\"status\":{\"tlsServerSecretName\":\"$fn_pkg-tls-server\",\"endpoint\":\"127.0.0.1:$fn_port\"}}")
-pk_rev=$(patch_revision providerrevisions.pkg.crossplane.io "$pk_pkg" \
-  "{\"status\":{\"tlsServerSecretName\":\"$pk_pkg-tls-server\"}}")
-pkm_rev=$(patch_revision providerrevisions.pkg.crossplane.io "$pkm_pkg" \
-  "{\"status\":{\"tlsServerSecretName\":\"$pkm_pkg-tls-server\"}}")
-stack_log "revisions: $fn_rev $pk_rev $pkm_rev"
+stack_log "starting the package runtime's stand-in (runtime.sh --watch)"
+stack_start package-runtime "$STACK_TOP/test/stack/runtime.sh" --watch
 
-# wait_for DESCRIPTION COMMAND... retries COMMAND until it succeeds.
-wait_for() {
-  local what=$1 deadline=$((SECONDS + timeout))
-  shift
-  until "$@" >/dev/null 2>&1; do
-    [ "$SECONDS" -lt "$deadline" ] || stack_die "$what not done after ${timeout}s"
-    sleep 0.5
-  done
-}
-wait_for "installing the revisions" kc wait --for=condition=RevisionHealthy --timeout=1s \
-  "functionrevisions.pkg.crossplane.io/$fn_rev" "providerrevisions.pkg.crossplane.io/$pk_rev" "providerrevisions.pkg.crossplane.io/$pkm_rev"
-wait_for "the CRDs of the managed resources" kc get crd \
+# --- what docs/install.md tells users to run ---
+stack_log "docs/install.md: the grant of provider-kilomesh in the control plane"
+stack_doc_run docs/install.md control-plane-grant >/dev/null
+stack_log "docs/install.md: crossplane xpkg install configuration xpkg.crossplane.io/kilomesh/configuration-kilomesh:$version"
+stack_doc_run docs/install.md install-configuration >/dev/null
+stack_wait_for "$timeout" "the CRDs of the managed resources" kc get crd \
   objects.kubernetes.m.crossplane.io providerconfigs.kubernetes.m.crossplane.io \
   nodeinventories.kube.kilomesh.io peersets.kube.kilomesh.io
-wait_for "the ClusterMesh XRD" kc wait --for=condition=Established --timeout=1s xrd/clustermeshes.kilomesh.io
-
-# --- the local processes the revisions point to ---
-kcfg=$STACK_DIR/$mgmt/kubeconfig
-stack_log "starting function-kilomesh on 127.0.0.1:$fn_port"
-stack_start function-kilomesh "$fn_bin" \
-  --address="127.0.0.1:$fn_port" \
-  --tls-certs-dir="$STACK_DIR/function-kilomesh/tls" \
-  --metrics-address="127.0.0.1:$fn_metrics"
-stack_set_ready function-kilomesh "http://127.0.0.1:$fn_metrics/metrics"
-stack_log "starting provider-kubernetes $pk_version"
-stack_start provider-kubernetes env KUBECONFIG="$kcfg" TLS_SERVER_CERTS_DIR="$STACK_DIR/provider-kubernetes/tls" \
-  "$pk_bin" \
-  --webhook-port="$pk_webhook" \
-  --metrics-bind-address="127.0.0.1:$pk_metrics" \
-  --health-probe-bind-addr="127.0.0.1:$pk_health"
-stack_set_ready provider-kubernetes "http://127.0.0.1:$pk_health/readyz"
-stack_log "starting provider-kilomesh"
-stack_start provider-kilomesh env KUBECONFIG="$kcfg" \
-  "$pkm_bin" \
-  --metrics-bind-address="127.0.0.1:$pkm_metrics" \
-  --health-probe-bind-address="127.0.0.1:$pkm_health"
-stack_set_ready provider-kilomesh "http://127.0.0.1:$pkm_health/readyz"
-for name in function-kilomesh provider-kubernetes provider-kilomesh; do
-  stack_wait_ready "$name" "$timeout"
-done
-
-# The runtime of each revision is the local process, now ready: say so, as
-# the Deployment runtime would, so that the packages show HEALTHY True.
-now=$(date -u +%Y-%m-%dT%H:%M:%SZ)
-healthy="[{\"op\":\"add\",\"path\":\"/status/conditions/-\",\"value\":{\"type\":\"RuntimeHealthy\",\"status\":\"True\",\"reason\":\"HealthyPackageRevision\",\"lastTransitionTime\":\"$now\"}}]"
-for rev in "functionrevisions.pkg.crossplane.io/$fn_rev" "providerrevisions.pkg.crossplane.io/$pk_rev" "providerrevisions.pkg.crossplane.io/$pkm_rev"; do
-  if [ -z "$(kc get "$rev" -o 'jsonpath={.status.conditions[?(@.type=="RuntimeHealthy")].type}')" ]; then
-    kc patch "$rev" --subresource=status --type=json -p "$healthy" >/dev/null
-  fi
-done
-wait_for "the packages to become healthy" kc wait --for=condition=Healthy --timeout=1s \
-  configurations.pkg.crossplane.io --all
-wait_for "the packages to become healthy" kc wait --for=condition=Healthy --timeout=1s \
-  "functions.pkg.crossplane.io/$fn_pkg" "providers.pkg.crossplane.io/$pk_pkg" "providers.pkg.crossplane.io/$pkm_pkg"
-
-# The env file gets the addresses of what was started.
-env_tmp=$STACK_DIR/env.tmp
-{
-  grep -v -E '^(REGISTRY|CROSSPLANE|FUNCTION|PROVIDER_KUBERNETES|PROVIDER_KILOMESH)_' "$STACK_DIR/env"
-  printf "%s='%s'\n" \
-    REGISTRY_ADDRESS "$registry" \
-    CROSSPLANE_NAMESPACE "$ns" \
-    CROSSPLANE_METRICS_PORT "$xp_metrics" \
-    CROSSPLANE_HEALTH_PORT "$xp_health" \
-    FUNCTION_KILOMESH_ADDRESS "127.0.0.1:$fn_port" \
-    FUNCTION_KILOMESH_METRICS "127.0.0.1:$fn_metrics" \
-    FUNCTION_KILOMESH_REVISION "$fn_rev" \
-    PROVIDER_KUBERNETES_METRICS "127.0.0.1:$pk_metrics" \
-    PROVIDER_KUBERNETES_REVISION "$pk_rev" \
-    PROVIDER_KILOMESH_METRICS "127.0.0.1:$pkm_metrics" \
-    PROVIDER_KILOMESH_REVISION "$pkm_rev"
-} >"$env_tmp"
-mv "$env_tmp" "$STACK_DIR/env"
-stack_log "kilomesh installed in $((SECONDS - started))s"
+stack_env_load
+stack_log "kilomesh installed in $((SECONDS - started))s: $FUNCTION_KILOMESH_REVISION $PROVIDER_KUBERNETES_REVISION $PROVIDER_KILOMESH_REVISION"

@@ -74,8 +74,8 @@ if ! stack_running dataplane-agent >/dev/null; then
   fi
   stack_start dataplane-agent "$STACK_DIR/bin/meshtool" --stack-dir "$STACK_DIR" "${agent[@]}" cluster-a cluster-b cluster-c
 fi
-stack_log "kubectl apply -f examples/mesh.yaml"
-kc apply -f examples/mesh.yaml >/dev/null
+stack_log "docs/install.md: kubectl apply -f examples/mesh.yaml"
+stack_doc_run docs/install.md mesh >/dev/null
 "$STACK_DIR/bin/meshtool" wait --namespace network --name mesh --timeout 5m
 
 "$STACK_DIR/bin/meshtool" show --namespace network --name mesh

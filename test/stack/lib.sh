@@ -215,3 +215,199 @@ stack_kubectl() {
   shift
   "$STACK_BIN/kubectl" --kubeconfig "$STACK_DIR/$c/kubeconfig" "$@"
 }
+
+# stack_write_kubeconfig OUT CONTEXT CLUSTER SERVER CA_FILE USER TOKEN writes a
+# kubeconfig (mode 600, replaced atomically) that reaches SERVER as USER with
+# TOKEN, trusting CA_FILE.
+stack_write_kubeconfig() {
+  local out=$1 context=$2 c=$3 server=$4 ca=$5 user=$6 token=$7 tmp
+  mkdir -p "$(dirname "$out")"
+  tmp=$(mktemp "$(dirname "$out")/.kubeconfig.XXXXXX")
+  chmod 600 "$tmp"
+  cat >"$tmp" <<YAML
+apiVersion: v1
+kind: Config
+clusters:
+- name: $c
+  cluster:
+    server: $server
+    certificate-authority-data: $(base64 -w0 <"$ca")
+users:
+- name: $user
+  user:
+    token: $token
+contexts:
+- name: $context
+  context:
+    cluster: $c
+    user: $user
+current-context: $context
+YAML
+  mv "$tmp" "$out"
+}
+
+# stack_wait_for TIMEOUT DESCRIPTION COMMAND... retries COMMAND every half
+# second until it succeeds, and dies naming DESCRIPTION after TIMEOUT seconds.
+stack_wait_for() {
+  local timeout=$1 what=$2 deadline=$((SECONDS + $1))
+  shift 2
+  until "$@" >/dev/null 2>&1; do
+    [ "$SECONDS" -lt "$deadline" ] || stack_die "$what: not done after ${timeout}s"
+    sleep 0.5
+  done
+}
+
+# stack_netns_start NAME PORTS NAMESPACE CMD [ARGS...] starts CMD like
+# stack_start, but in a network namespace of its own, for servers that
+# listen on fixed ports of every address (Crossplane's RBAC manager serves
+# its metrics on :8080): two stacks, or anything else on the machine, cannot
+# collide with them. Inside, 127.0.0.1:PORT reaches 127.0.0.1:PORT of the
+# machine for every port of PORTS (space-separated), through a unix socket
+# per port in $STACK_DIR/netns that the process NAME-bridge serves. CMD also
+# gets a mount namespace with a /run of its own holding
+# /run/secrets/kubernetes.io/serviceaccount/namespace, as a pod does: it
+# says NAMESPACE (controller-runtime takes its leader election namespace
+# from it). down.sh stops both.
+stack_netns_start() {
+  local name=$1 ports=$2 podns=$3 d=$STACK_DIR/netns p
+  shift 3
+  mkdir -p "$d"
+  stack_proxy_script >"$d/proxy.py"
+  for p in $ports; do
+    stack_start "$name-bridge-$p" python3 "$d/proxy.py" unix "$d/$name-$p.sock" "$p"
+  done
+  for p in $ports; do
+    stack_wait_for 30 "the bridge of $name to port $p" test -S "$d/$name-$p.sock"
+  done
+  cat >"$d/$name.sh" <<'SH'
+#!/usr/bin/env bash
+# Runs inside the namespace: loopback up, one forwarder per port, then the
+# command; TERM stops them all.
+set -u
+dir=$1 name=$2 ports=$3 podns=$4
+shift 4
+ip link set lo up
+mount -t tmpfs -o mode=0755 tmpfs /run
+mkdir -p /run/secrets/kubernetes.io/serviceaccount
+printf '%s' "$podns" >/run/secrets/kubernetes.io/serviceaccount/namespace
+fwd=()
+for p in $ports; do
+  python3 "$dir/proxy.py" tcp "$p" "$dir/$name-$p.sock" &
+  fwd+=($!)
+done
+for p in $ports; do
+  for _ in $(seq 100); do (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null && break; sleep 0.1; done
+done
+"$@" &
+main=$!
+trap 'kill -TERM "$main" 2>/dev/null || true' TERM INT
+rc=0
+while kill -0 "$main" 2>/dev/null; do wait "$main" || rc=$?; done
+kill "${fwd[@]}" 2>/dev/null || true
+exit "$rc"
+SH
+  stack_start "$name" unshare --net --mount --propagation private -- bash "$d/$name.sh" "$d" "$name" "$ports" "$podns" "$@"
+}
+
+# stack_proxy_script prints a byte proxy: "unix SOCKET PORT" accepts on
+# SOCKET and connects to 127.0.0.1:PORT; "tcp PORT SOCKET" accepts on
+# 127.0.0.1:PORT and connects to SOCKET.
+stack_proxy_script() {
+  cat <<'PY'
+import os
+import socket
+import sys
+import threading
+
+
+def pipe(src, dst):
+    try:
+        while True:
+            data = src.recv(65536)
+            if not data:
+                break
+            dst.sendall(data)
+    except OSError:
+        pass
+    for s in (src, dst):
+        try:
+            s.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+
+
+def serve(listener, dial):
+    while True:
+        conn, _ = listener.accept()
+        try:
+            upstream = dial()
+        except OSError:
+            conn.close()
+            continue
+        for a, b in ((conn, upstream), (upstream, conn)):
+            threading.Thread(target=pipe, args=(a, b), daemon=True).start()
+
+
+if sys.argv[1] == "unix":
+    path, port = sys.argv[2], int(sys.argv[3])
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+    lis = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    lis.bind(path)
+    lis.listen(64)
+    serve(lis, lambda: socket.create_connection(("127.0.0.1", port)))
+else:
+    port, path = int(sys.argv[2]), sys.argv[3]
+    lis = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    lis.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    lis.bind(("127.0.0.1", port))
+    lis.listen(64)
+
+    def dial():
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.connect(path)
+        return s
+
+    serve(lis, dial)
+PY
+}
+
+# stack_doc FILE NAME prints the shell block of a Markdown page (relative to
+# the top of the repository) that the comment <!-- stack: NAME --> precedes:
+# the commands the documentation gives users, which the stack runs as they
+# are.
+stack_doc() {
+  awk -v want="<!-- stack: $2 -->" '
+    $0 == want { marked = 1; next }
+    marked && /^```/ && !inside { inside = 1; next }
+    inside && /^```/ { exit }
+    inside { print }
+  ' "$STACK_TOP/$1"
+}
+
+# stack_doc_run FILE NAME [VAR=VALUE...] runs that block with bash -euo
+# pipefail from the top of the repository, as the administrator of every
+# cluster: KUBECONFIG holds a context per cluster, named after it, the
+# management cluster's current; kubectl and crossplane are the built ones.
+# A line of the block that assigns one of the VARs (VAR=...) is left out and
+# the VAR given instead, so a block written for cluster-a serves any member.
+stack_doc_run() {
+  local file=$1 name=$2 body kcfg="" c v
+  shift 2
+  body=$(stack_doc "$file" "$name")
+  [ -n "$body" ] || stack_die "$file has no shell block marked <!-- stack: $name -->"
+  for v in "$@"; do
+    body=$(printf '%s\n' "$body" | grep -v -E "^${v%%=*}=" || true)
+  done
+  for c in $STACK_MANAGEMENT $STACK_CLUSTERS; do
+    case ":$kcfg:" in *":$STACK_DIR/$c/kubeconfig:"*) ;; *) kcfg=${kcfg:+$kcfg:}$STACK_DIR/$c/kubeconfig ;; esac
+  done
+  (
+    cd "$STACK_TOP"
+    export KUBECONFIG=$kcfg PATH=$STACK_BIN:$PATH
+    for v in "$@"; do export "${v?}"; done
+    bash -euo pipefail -c "$body"
+  )
+}

@@ -37,27 +37,5 @@ until token=$(stack_kubectl "$c" -n kube-system get secret kilomesh-token -o 'js
 done
 token=$(printf '%s' "$token" | base64 -d)
 
-mkdir -p "$(dirname "$out")"
-tmp=$(mktemp "$(dirname "$out")/.kubeconfig.XXXXXX")
-chmod 600 "$tmp"
-cat >"$tmp" <<YAML
-apiVersion: v1
-kind: Config
-clusters:
-- name: $c
-  cluster:
-    server: $server
-    certificate-authority-data: $(base64 -w0 <"$ca")
-users:
-- name: kilomesh
-  user:
-    token: $token
-contexts:
-- name: kilomesh@$c
-  context:
-    cluster: $c
-    user: kilomesh
-current-context: kilomesh@$c
-YAML
-mv "$tmp" "$out"
+stack_write_kubeconfig "$out" "kilomesh@$c" "$c" "$server" "$ca" kilomesh "$token"
 stack_log "wrote $out (ServiceAccount kube-system/kilomesh of $c)"

@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # Gives a namespace of the management cluster one provider-kubernetes
 # ProviderConfig per member cluster, named after the cluster, each backed by
-# a Secret with a least-privilege kubeconfig (member-kubeconfig.sh): what a
+# a Secret <cluster>-kubeconfig with a least-privilege kubeconfig: what a
 # ClusterMesh in that namespace names in spec.clusters[].providerConfigRef.
+# It runs the block of docs/install.md that users run for each member, as it
+# is, with member, ctx and ns set.
 #
 #   test/stack/providerconfigs.sh NAMESPACE [CLUSTER...]   (default: every cluster)
 #
-# The Secret of cluster C is <C>-kubeconfig, key kubeconfig. The kubeconfigs
-# are kept in $STACK_DIR/members/<C>.kubeconfig; they are built once per
-# cluster and reused for every namespace.
+# A copy of each member's kubeconfig is kept in
+# $STACK_DIR/members/<cluster>.kubeconfig (the tests look for its token).
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 . "$(dirname "$0")/lib.sh"
@@ -21,26 +22,12 @@ clusters=("$@")
 [ ${#clusters[@]} -gt 0 ] || read -r -a clusters <<<"$STACK_CLUSTERS"
 mgmt=$STACK_MANAGEMENT
 
-stack_kubectl "$mgmt" create namespace "$ns" --dry-run=client -o yaml | stack_kubectl "$mgmt" apply -f - >/dev/null
 mkdir -p "$STACK_DIR/members"
 for c in "${clusters[@]}"; do
+  stack_doc_run docs/install.md member member="$c" ctx="$c" ns="$ns" >/dev/null
   kcfg=$STACK_DIR/members/$c.kubeconfig
-  [ -s "$kcfg" ] || "$(dirname "$0")/member-kubeconfig.sh" "$c" "$kcfg"
-  stack_kubectl "$mgmt" -n "$ns" create secret generic "$c-kubeconfig" --from-file=kubeconfig="$kcfg" \
-    --dry-run=client -o yaml | stack_kubectl "$mgmt" apply -f - >/dev/null
-  stack_kubectl "$mgmt" apply -f - >/dev/null <<YAML
-apiVersion: kubernetes.m.crossplane.io/v1alpha1
-kind: ProviderConfig
-metadata:
-  name: $c
-  namespace: $ns
-spec:
-  credentials:
-    source: Secret
-    secretRef:
-      namespace: $ns
-      name: $c-kubeconfig
-      key: kubeconfig
-YAML
+  if [ ! -s "$kcfg" ]; then
+    (umask 077; stack_kubectl "$mgmt" -n "$ns" get secret "$c-kubeconfig" -o 'go-template={{index .data "kubeconfig" | base64decode}}' >"$kcfg")
+  fi
   stack_log "ProviderConfig $ns/$c reaches $c as kube-system/kilomesh"
 done

@@ -127,33 +127,6 @@ make_pki() {
   )
 }
 
-# write_kubeconfig OUT CLUSTER SERVER CA_FILE USER TOKEN
-write_kubeconfig() {
-  local out=$1 c=$2 server=$3 ca=$4 user=$5 token=$6
-  (
-    umask 077
-    cat >"$out" <<EOF
-apiVersion: v1
-kind: Config
-clusters:
-- name: $c
-  cluster:
-    server: $server
-    certificate-authority-data: $(base64 -w0 <"$ca")
-users:
-- name: $user
-  user:
-    token: $token
-contexts:
-- name: $c
-  context:
-    cluster: $c
-    user: $user
-current-context: $c
-EOF
-  )
-}
-
 stack_log "making certificates and keys"
 i=0
 pki_pids=()
@@ -176,7 +149,7 @@ for c in "${clusters[@]}"; do
   svc_cidr[$c]=10.$((96 + i)).0.0/16
   token[$c]=$(cut -d, -f1 "$d/tokens.csv")
   server=https://127.0.0.1:${api_port[$c]}
-  write_kubeconfig "$d/kubeconfig" "$c" "$server" "$d/ca.crt" admin "${token[$c]}"
+  stack_write_kubeconfig "$d/kubeconfig" "$c" "$c" "$server" "$d/ca.crt" "admin@$c" "${token[$c]}"
   stack_log "starting kube-apiserver of $c on $server"
   stack_start "$c-apiserver" "$STACK_BIN/kube-apiserver" \
     --etcd-servers="$etcd_url" \

@@ -70,7 +70,7 @@ func TestRun(t *testing.T) {
 		"## ClusterMesh\n", "## NodeInventory\n", "## PeerSet\n",
 		"| `spec.clusters[].wireguardPort` | integer (int32) | `51820` | minimum 1; maximum 65535 |",
 		"| `spec.clusters[].name` | string, required |",
-		"| `spec.delivery` | string | `\"Objects\"` | one of `Objects`, `PeerSet`; CEL `self == oldSelf`: \"delivery is immutable: create a new mesh to change it\" |",
+		"| `spec.delivery` | string | `\"PeerSet\"` | one of `Objects`, `PeerSet` |",
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("the reference lacks %q", want)

@@ -21,7 +21,8 @@ type NodeInventoryParameters struct {
 }
 
 // KiloAnnotations are the values of the Kilo annotations of a Node, copied
-// verbatim. An annotation that is unset or empty is left out.
+// verbatim but cut to a bounded length (never inside a UTF-8 character). An
+// annotation that is unset or empty is left out.
 type KiloAnnotations struct {
 	// Key is kilo.squat.ai/key, the node's WireGuard public key.
 	// +optional
@@ -78,8 +79,8 @@ type ObservedNode struct {
 	// ExternalIPs are the Node's ExternalIP addresses, in API order.
 	// +optional
 	ExternalIPs []string `json:"externalIPs,omitempty"`
-	// Location is the kilo.squat.ai/location annotation, else the
-	// topology.kubernetes.io/region label.
+	// Location is the kilo.squat.ai/location annotation when it is present,
+	// even empty, else the topology.kubernetes.io/region label: Kilo's rule.
 	// +optional
 	Location string `json:"location,omitempty"`
 	// Ready is the status of the Node's Ready condition.

@@ -90,9 +90,12 @@ func (s *PeerSpec) Kilo() kilov1alpha1.PeerSpec {
 // PeerSetParameters are the Peers a PeerSet keeps in its cluster.
 type PeerSetParameters struct {
 	// Selector holds the labels that mark the Peers this set owns in the
-	// cluster. The set creates, corrects and deletes only Peers that carry
-	// all of them. It cannot change: Peers labelled with an old selector
-	// would no longer be recognised as the set's own.
+	// cluster. It must name a mesh (kilomesh.io/mesh); the provider adds
+	// app.kubernetes.io/managed-by: kilomesh and kilomesh.io/mesh-namespace:
+	// <the set's own namespace>, and refuses a selector that says otherwise.
+	// The set creates, corrects and deletes only Peers that carry all of
+	// them. It cannot change: Peers labelled with an old selector would no
+	// longer be recognised as the set's own.
 	// +kubebuilder:validation:MinProperties=1
 	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="selector is immutable"
 	Selector map[string]string `json:"selector"`
@@ -103,6 +106,15 @@ type PeerSetParameters struct {
 	// +optional
 	Peers []DesiredPeer `json:"peers,omitempty"`
 }
+
+// MaxPeersBytes is the most bytes the desired Peers of one PeerSet
+// (spec.forProvider.peers) may take as JSON. etcd refuses objects over
+// 1.5 MiB, and a composed PeerSet stores its Peers almost twice, in its
+// spec and in its managed fields: a realistic Peer takes about 355 bytes of
+// spec and 644 bytes stored. At this limit, about 1,970 Peers, a set takes
+// about 1.27 MB with room for its largest status. The function refuses to
+// compose a larger set, and the provider to apply one.
+const MaxPeersBytes = 700_000
 
 // Reasons a desired Peer of a PeerSet is not applied.
 const (
@@ -134,7 +146,9 @@ type PeerSetObservation struct {
 	// Applied is the number of desired Peers that are in the cluster as
 	// desired.
 	Applied int `json:"applied"`
-	// Problems are desired Peers that were not applied, sorted by name.
+	// Problems are desired Peers that were not applied, sorted by name: the
+	// first 100 of them, each message cut to 1 KiB. The Ready condition
+	// counts them all.
 	// +optional
 	Problems []PeerProblem `json:"problems,omitempty"`
 }
@@ -154,10 +168,10 @@ type PeerSetStatus struct {
 }
 
 // A PeerSet keeps a set of Kilo Peers in one member cluster, reached through
-// a provider-kubernetes ProviderConfig or ClusterProviderConfig. It applies
-// them with server-side apply and deletes the Peers it owns (those with its
-// selector labels) that are no longer in the set. It never changes a Peer
-// it does not own.
+// a provider-kubernetes ProviderConfig or ClusterProviderConfig. It creates
+// the missing ones, corrects its own with server-side apply and deletes the
+// Peers it owns (those with its selector labels) that are no longer in the
+// set. It never changes a Peer it does not own.
 //
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status

@@ -14,4 +14,11 @@ const (
 	LabelMesh = "kilomesh.io/mesh"
 	// LabelSourceCluster is the member cluster the Peer stands for.
 	LabelSourceCluster = "kilomesh.io/source-cluster"
+	// LabelMember marks a composed NodeInventory with the member cluster it
+	// observes (a hash of its name and credentials), so that meshes sharing
+	// a member find each other.
+	LabelMember = "kilomesh.io/member"
+	// AnnotationMeshName is the name of the ClusterMesh that composed a
+	// NodeInventory.
+	AnnotationMeshName = "kilomesh.io/mesh-name"
 )

@@ -48,9 +48,11 @@ type Delivery string
 // Deliveries.
 const (
 	// DeliveryObjects composes one provider-kubernetes Object per Peer.
+	// Every Object's status changes are watch events of the mesh, so it
+	// suits small meshes only.
 	DeliveryObjects Delivery = "Objects"
 	// DeliveryPeerSet composes one provider-kilomesh PeerSet per member
-	// cluster. Use it for meshes of thousands of Peers.
+	// cluster, the default.
 	DeliveryPeerSet Delivery = "PeerSet"
 )
 
@@ -162,11 +164,12 @@ type ClusterMeshSpec struct {
 	// +optional
 	Granularity Granularity `json:"granularity,omitempty"`
 
-	// Delivery says how Peers reach member clusters: Objects (one
-	// provider-kubernetes Object per Peer) or PeerSet (one provider-kilomesh
-	// PeerSet per member, for large meshes). It cannot be changed.
-	// +kubebuilder:default=Objects
-	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="delivery is immutable: create a new mesh to change it"
+	// Delivery says how Peers reach member clusters: PeerSet (one
+	// provider-kilomesh PeerSet per member, the default) or Objects (one
+	// provider-kubernetes Object per Peer, for small meshes). It can be
+	// changed on a live mesh: the new delivery takes the Peers over and none
+	// is deleted on the way.
+	// +kubebuilder:default=PeerSet
 	// +optional
 	Delivery Delivery `json:"delivery,omitempty"`
 

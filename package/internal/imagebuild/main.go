@@ -51,6 +51,7 @@ type CLI struct {
 	Tag        string   `help:"Reference recorded in the tarball, e.g. xpkg.crossplane.io/org/name:v1." required:""`
 	Out        string   `help:"The image tarball to write."                                      required:"" type:"path"`
 	Port       []string `help:"Ports the image exposes, e.g. 8080/tcp."`
+	Label      []string `help:"Labels of the image, as key=value, e.g. org.opencontainers.image.version=v0.1.0."`
 }
 
 const (
@@ -60,6 +61,7 @@ const (
 	errTag      = "cannot parse the tag"
 	errWrite    = "cannot write the image tarball"
 	errPlatform = "the platform must be os/arch"
+	errFmtLabel = "label %q is not key=value"
 )
 
 // epoch keeps builds reproducible: every timestamp of the image is zero.
@@ -102,6 +104,16 @@ func (c *CLI) Run() error {
 	cf.Config.Cmd = c.Args
 	cf.Config.WorkingDir = "/"
 	cf.Config.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin"}
+	if len(c.Label) > 0 {
+		cf.Config.Labels = map[string]string{}
+		for _, l := range c.Label {
+			k, v, ok := strings.Cut(l, "=")
+			if !ok || k == "" {
+				return errors.Errorf(errFmtLabel, l)
+			}
+			cf.Config.Labels[k] = v
+		}
+	}
 	if len(c.Port) > 0 {
 		cf.Config.ExposedPorts = map[string]struct{}{}
 		for _, p := range c.Port {

@@ -19,6 +19,7 @@ package main
 import (
 	"archive/tar"
 	"bytes"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -105,7 +106,7 @@ func TestRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := filepath.Join(dir, "image.tar")
-	c := &CLI{Binary: bin, Entrypoint: "/usr/local/bin/app", Args: []string{"--debug"}, UID: 65532, Platform: "linux/arm64", Tag: "example.com/org/app:v1", Out: out, Port: []string{"8080/tcp"}}
+	c := &CLI{Binary: bin, Entrypoint: "/usr/local/bin/app", Args: []string{"--debug"}, UID: 65532, Platform: "linux/arm64", Tag: "example.com/org/app:v1", Out: out, Port: []string{"8080/tcp"}, Label: []string{"org.opencontainers.image.version=v1"}}
 	if err := c.Run(); err != nil {
 		t.Fatal(err)
 	}
@@ -125,15 +126,30 @@ func TestRun(t *testing.T) {
 		OS, Arch, User    string
 		Entrypoint, Cmd   []string
 		Ports, LayerCount int
+		Labels            map[string]string
 	}
 	layers, err := img.Layers()
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := summary{OS: cf.OS, Arch: cf.Architecture, User: cf.Config.User, Entrypoint: cf.Config.Entrypoint, Cmd: cf.Config.Cmd, Ports: len(cf.Config.ExposedPorts), LayerCount: len(layers)}
-	want := summary{OS: "linux", Arch: "arm64", User: "65532:65532", Entrypoint: []string{"/usr/local/bin/app"}, Cmd: []string{"--debug"}, Ports: 1, LayerCount: 1}
+	got := summary{OS: cf.OS, Arch: cf.Architecture, User: cf.Config.User, Entrypoint: cf.Config.Entrypoint, Cmd: cf.Config.Cmd, Ports: len(cf.Config.ExposedPorts), LayerCount: len(layers), Labels: cf.Config.Labels}
+	want := summary{OS: "linux", Arch: "arm64", User: "65532:65532", Entrypoint: []string{"/usr/local/bin/app"}, Cmd: []string{"--debug"}, Ports: 1, LayerCount: 1,
+		Labels: map[string]string{"org.opencontainers.image.version": "v1"}}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("Run: the image runs the binary as the non-root user on the platform: -want, +got:\n%s", diff)
+	}
+}
+
+func TestRunRejectsBadLabel(t *testing.T) {
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "bin")
+	if err := writeFile(bin, "binary"); err != nil {
+		t.Fatal(err)
+	}
+	c := &CLI{Binary: bin, Entrypoint: "/app", UID: 65532, Platform: "linux/amd64", Tag: "example.com/org/app:v1", Out: filepath.Join(dir, "image.tar"), Label: []string{"no-value"}}
+	err := c.Run()
+	if diff := cmp.Diff(`label "no-value" is not key=value`, fmt.Sprint(err)); diff != "" {
+		t.Errorf("Run: a label without = is refused, naming it: -want, +got:\n%s", diff)
 	}
 }
 

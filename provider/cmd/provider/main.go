@@ -24,6 +24,9 @@ import (
 	"time"
 
 	"github.com/alecthomas/kong"
+	// The images have no CA bundle: the binary carries the roots it verifies
+	// public certificates with, when the system offers none.
+	_ "golang.org/x/crypto/x509roots/fallback"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
@@ -38,8 +41,8 @@ import (
 	"github.com/crossplane/crossplane-runtime/v2/pkg/ratelimiter"
 	"github.com/crossplane/crossplane-runtime/v2/pkg/reconciler/managed"
 
+	"github.com/kilomesh/kilomesh/provider/internal/clients"
 	pcontroller "github.com/kilomesh/kilomesh/provider/internal/controller"
-	"github.com/kilomesh/kilomesh/provider/internal/remote"
 )
 
 // CLI of provider-kilomesh.
@@ -50,6 +53,8 @@ type CLI struct {
 	Sync             time.Duration `default:"1h"  help:"How often the control-plane cache is resynced."`
 	MaxReconcileRate int           `default:"10"  help:"The most reconciles per second, and the most running at once."`
 	Coalesce         time.Duration `default:"200ms" help:"How long the changes of a member cluster are gathered before the resources that use it are reconciled."`
+	MemberTimeout    time.Duration `default:"30s"   help:"How long a request to a member cluster may take: a list, the start of a watch, a write."`
+	AllowKubeconfig  []string      `enum:"insecure-skip-tls-verify,proxy-url,http" help:"Kubeconfig settings to accept although they expose the credentials: insecure-skip-tls-verify, proxy-url, http (a plain-HTTP server). Refused by default; repeat the flag or separate with commas." placeholder:"SETTING"`
 
 	LeaderElection           bool   `env:"LEADER_ELECTION"           help:"Use leader election, for more than one replica."`
 	MetricsBindAddress       string `default:":8080" env:"METRICS_BIND_ADDRESS"      help:"Address of the Prometheus metrics endpoint; 0 disables it."`
@@ -58,11 +63,10 @@ type CLI struct {
 }
 
 const (
-	errConfig  = "cannot load the control plane's client configuration"
-	errManager = "cannot create the controller manager"
-	errSetup   = "cannot set up the controllers"
-	errProbe   = "cannot add the health probes"
-	errStart   = "cannot run the controller manager"
+	errConfig = "cannot load the control plane's client configuration"
+	errSetup  = "cannot set up the controllers"
+	errProbe  = "cannot add the health probes"
+	errStart  = "cannot run the controller manager"
 )
 
 // Run provider-kilomesh until it receives SIGTERM or SIGINT.
@@ -79,21 +83,6 @@ func (c *CLI) Run() error {
 	if err != nil {
 		return errors.Wrap(err, errConfig)
 	}
-	s, err := pcontroller.NewScheme()
-	if err != nil {
-		return err
-	}
-	mo := pcontroller.ManagerOptions(s)
-	mo.Cache.SyncPeriod = &c.Sync
-	mo.Metrics = metricsserver.Options{BindAddress: c.MetricsBindAddress}
-	mo.HealthProbeBindAddress = c.HealthProbeBindAddress
-	mo.LeaderElection = c.LeaderElection
-	mo.LeaderElectionID = "crossplane-leader-election-provider-kilomesh"
-	mo.LeaderElectionResourceLock = resourcelock.LeasesResourceLock
-	mgr, err := ctrl.NewManager(ratelimiter.LimitRESTConfig(cfg, c.MaxReconcileRate), mo)
-	if err != nil {
-		return errors.Wrap(err, errManager)
-	}
 
 	mm := managed.NewMRMetricRecorder()
 	metrics.Registry.MustRegister(mm)
@@ -108,14 +97,27 @@ func (c *CLI) Run() error {
 	if c.EnableManagementPolicies {
 		o.Features.Enable(feature.EnableBetaManagementPolicies)
 	}
+	allow := clients.Allowances{}
+	for _, a := range c.AllowKubeconfig {
+		allow[a] = true
+	}
 
 	ctx := ctrl.SetupSignalHandler()
-	sw, err := remote.NewMetadataWatcher(mgr.GetConfig())
+	mgr, _, err := pcontroller.NewManager(ctx, ratelimiter.LimitRESTConfig(cfg, c.MaxReconcileRate), pcontroller.Config{
+		Options:  o,
+		Coalesce: c.Coalesce,
+		Timeout:  c.MemberTimeout,
+		Allow:    allow,
+		Manager: func(mo *ctrl.Options) {
+			mo.Cache.SyncPeriod = &c.Sync
+			mo.Metrics = metricsserver.Options{BindAddress: c.MetricsBindAddress}
+			mo.HealthProbeBindAddress = c.HealthProbeBindAddress
+			mo.LeaderElection = c.LeaderElection
+			mo.LeaderElectionID = "crossplane-leader-election-provider-kilomesh"
+			mo.LeaderElectionResourceLock = resourcelock.LeasesResourceLock
+		},
+	})
 	if err != nil {
-		return errors.Wrap(err, errSetup)
-	}
-	reg := remote.NewRegistry(ctx, remote.WithCoalesce(c.Coalesce), remote.WithSourceWatcher(sw))
-	if err := pcontroller.Setup(mgr, o, pcontroller.Deps{Registry: reg}); err != nil {
 		return errors.Wrap(err, errSetup)
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
@@ -124,7 +126,7 @@ func (c *CLI) Run() error {
 	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
 		return errors.Wrap(err, errProbe)
 	}
-	log.Info("Starting", "poll", c.Poll.String(), "max-reconcile-rate", c.MaxReconcileRate)
+	log.Info("Starting", "poll", c.Poll.String(), "max-reconcile-rate", c.MaxReconcileRate, "member-timeout", c.MemberTimeout.String(), "allow-kubeconfig", c.AllowKubeconfig)
 	return errors.Wrap(mgr.Start(ctx), errStart)
 }
 

@@ -30,6 +30,7 @@ import (
 	"crypto/x509"
 	"encoding/hex"
 	"fmt"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	kerrors "k8s.io/apimachinery/pkg/api/errors"
@@ -92,6 +93,8 @@ const (
 	errFmtFileReference = "%s %q refers to the file %s; only inline data is accepted"
 	errFmtPlugin        = "%s %q uses %s; only tokens and client certificates are accepted"
 	errFmtRefused       = "the cluster does not accept the credentials of %s (revoked or expired?)"
+	errFmtNamespacedID  = "%s: credentials source InjectedIdentity is refused: the identity of provider-kilomesh is an administrator's grant, which only a ClusterProviderConfig may carry"
+	errFmtTransport     = "cluster %q %s, which provider-kilomesh refuses unless it is started with --allow-kubeconfig=%s"
 	errFmtUntrusted     = "cannot verify the cluster's serving certificate with the certificate-authority-data and server of %s"
 )
 
@@ -166,6 +169,24 @@ func untrusted(err error) bool {
 	return errors.As(err, &authority) || errors.As(err, &invalid) || errors.As(err, &hostname) || errors.As(err, &verify)
 }
 
+// Kubeconfig settings that weaken the transport to a member cluster. Each
+// is refused unless an administrator allows it.
+const (
+	// AllowInsecureSkipTLSVerify allows insecure-skip-tls-verify: the
+	// member's serving certificate is not verified, so whoever sits on the
+	// path reads the credentials.
+	AllowInsecureSkipTLSVerify = "insecure-skip-tls-verify"
+	// AllowProxyURL allows proxy-url: the kubeconfig's author chooses a
+	// proxy that every request, credentials included, passes through.
+	AllowProxyURL = "proxy-url"
+	// AllowPlainHTTP allows an http:// server: credentials in the clear.
+	AllowPlainHTTP = "http"
+)
+
+// Allowances are the kubeconfig settings an administrator allows, among
+// AllowInsecureSkipTLSVerify, AllowProxyURL and AllowPlainHTTP.
+type Allowances map[string]bool
+
 // A Resolver resolves the provider-kubernetes config a managed resource
 // names into credentials for its member cluster.
 type Resolver struct {
@@ -175,6 +196,10 @@ type Resolver struct {
 	// InCluster loads the identity of the provider's own pod, for the
 	// InjectedIdentity source.
 	InCluster func() (*rest.Config, error)
+
+	// Allow lists the transport settings of a kubeconfig that are
+	// accepted; every other one is refused.
+	Allow Allowances
 }
 
 // NewResolver returns a Resolver that reads through the supplied client.
@@ -239,6 +264,11 @@ func (r *Resolver) Resolve(ctx context.Context, mg resource.ModernManaged) (*Cre
 	}
 	switch spec.Credentials.Source {
 	case xpv2.CredentialsSourceInjectedIdentity:
+		if ref.Kind != KindClusterProviderConfig {
+			// Whoever may create a ProviderConfig in a namespace would
+			// otherwise act as the provider itself.
+			return nil, sources, errors.Errorf(errFmtNamespacedID, ref)
+		}
 		rc, err := r.InCluster()
 		if err != nil {
 			return nil, sources, errors.Wrap(err, errInClusterConfig)
@@ -292,7 +322,7 @@ func (r *Resolver) fromSecret(ctx context.Context, ref ConfigRef, sk xpv2.Secret
 	if err != nil {
 		return nil, errors.Errorf(errFmtParse, ns, name, key, ref)
 	}
-	if err := checkKubeconfig(kc); err != nil {
+	if err := checkKubeconfig(kc, r.Allow); err != nil {
 		return nil, errors.Errorf(errFmtKubeconfig, ns, name, key, ref, err.Error())
 	}
 	rc, err := clientcmd.NewDefaultClientConfig(*kc, &clientcmd.ConfigOverrides{}).ClientConfig()
@@ -308,11 +338,13 @@ func (r *Resolver) fromSecret(ctx context.Context, ref ConfigRef, sk xpv2.Secret
 }
 
 // checkKubeconfig accepts a kubeconfig whose current context reaches a
-// server with inline credentials only. File references and plugins are
-// refused: a kubeconfig is user input, and a file path would let its author
-// send the provider's own files (its service account token) to a server of
-// their choosing, while a plugin would run a program of their choosing.
-func checkKubeconfig(kc *clientcmdapi.Config) error {
+// server with inline credentials only, over a transport that keeps them
+// secret. File references and plugins are refused: a kubeconfig is user
+// input, and a file path would let its author send the provider's own files
+// (its service account token) to a server of their choosing, while a plugin
+// would run a program of their choosing. Unverified TLS, a proxy and plain
+// HTTP are refused unless allowed. Messages never quote a URL.
+func checkKubeconfig(kc *clientcmdapi.Config, allow Allowances) error {
 	if kc.CurrentContext == "" {
 		return errors.New("current-context is not set")
 	}
@@ -326,6 +358,9 @@ func checkKubeconfig(kc *clientcmdapi.Config) error {
 	}
 	if cl.CertificateAuthority != "" {
 		return errors.Errorf(errFmtFileReference, "cluster", c.Cluster, "certificate-authority")
+	}
+	if err := checkTransport(c.Cluster, cl, allow); err != nil {
+		return err
 	}
 	u, ok := kc.AuthInfos[c.AuthInfo]
 	if !ok || u == nil {
@@ -342,6 +377,20 @@ func checkKubeconfig(kc *clientcmdapi.Config) error {
 		return errors.Errorf(errFmtPlugin, "user", c.AuthInfo, "an exec plugin")
 	case u.AuthProvider != nil:
 		return errors.Errorf(errFmtPlugin, "user", c.AuthInfo, "an auth provider")
+	}
+	return nil
+}
+
+// checkTransport refuses the settings of a kubeconfig's cluster that
+// expose the credentials, unless allowed.
+func checkTransport(name string, cl *clientcmdapi.Cluster, allow Allowances) error {
+	switch {
+	case cl.InsecureSkipTLSVerify && !allow[AllowInsecureSkipTLSVerify]:
+		return errors.Errorf(errFmtTransport, name, "sets insecure-skip-tls-verify", AllowInsecureSkipTLSVerify)
+	case cl.ProxyURL != "" && !allow[AllowProxyURL]:
+		return errors.Errorf(errFmtTransport, name, "sets a proxy-url", AllowProxyURL)
+	case !strings.HasPrefix(strings.ToLower(cl.Server), "https://") && !allow[AllowPlainHTTP]:
+		return errors.Errorf(errFmtTransport, name, "has a server that is not https://", AllowPlainHTTP)
 	}
 	return nil
 }

@@ -58,11 +58,48 @@ func TestCheckKubeconfig(t *testing.T) {
 	cases := map[string]struct {
 		reason string
 		kc     *clientcmdapi.Config
+		allow  Allowances
 		want   error
 	}{
 		"Inline": {
 			reason: "Inline CA data and a token are accepted.",
 			kc:     config(nil),
+		},
+		"InsecureSkipTLSVerify": {
+			reason: "A kubeconfig that does not verify the member's certificate would hand its credentials to whoever sits on the path: refused, naming the flag that allows it and no URL.",
+			kc:     config(func(c *clientcmdapi.Config) { c.Clusters["c"].InsecureSkipTLSVerify = true }),
+			want:   errors.Errorf(errFmtTransport, "c", "sets insecure-skip-tls-verify", AllowInsecureSkipTLSVerify),
+		},
+		"InsecureSkipTLSVerifyAllowed": {
+			reason: "An administrator may allow unverified TLS.",
+			kc:     config(func(c *clientcmdapi.Config) { c.Clusters["c"].InsecureSkipTLSVerify = true }),
+			allow:  Allowances{AllowInsecureSkipTLSVerify: true},
+		},
+		"ProxyURL": {
+			reason: "A proxy chosen by the kubeconfig's author would see every request: refused.",
+			kc:     config(func(c *clientcmdapi.Config) { c.Clusters["c"].ProxyURL = "http://proxy.example.com:3128" }),
+			want:   errors.Errorf(errFmtTransport, "c", "sets a proxy-url", AllowProxyURL),
+		},
+		"ProxyURLAllowed": {
+			reason: "An administrator may allow proxies; allowing one setting allows no other.",
+			kc:     config(func(c *clientcmdapi.Config) { c.Clusters["c"].ProxyURL = "http://proxy.example.com:3128" }),
+			allow:  Allowances{AllowProxyURL: true},
+		},
+		"PlainHTTP": {
+			reason: "A plain-HTTP server would carry the credentials in the clear: refused.",
+			kc:     config(func(c *clientcmdapi.Config) { c.Clusters["c"].Server = "http://127.0.0.1:8080" }),
+			allow:  Allowances{AllowProxyURL: true, AllowInsecureSkipTLSVerify: true},
+			want:   errors.Errorf(errFmtTransport, "c", "has a server that is not https://", AllowPlainHTTP),
+		},
+		"NoScheme": {
+			reason: "A server without a scheme may be reached over plain HTTP: refused too.",
+			kc:     config(func(c *clientcmdapi.Config) { c.Clusters["c"].Server = "127.0.0.1:6443" }),
+			want:   errors.Errorf(errFmtTransport, "c", "has a server that is not https://", AllowPlainHTTP),
+		},
+		"PlainHTTPAllowed": {
+			reason: "An administrator may allow plain HTTP.",
+			kc:     config(func(c *clientcmdapi.Config) { c.Clusters["c"].Server = "http://127.0.0.1:8080" }),
+			allow:  Allowances{AllowPlainHTTP: true},
 		},
 		"NoCurrentContext": {
 			reason: "A kubeconfig must say which context to use.",
@@ -106,7 +143,7 @@ func TestCheckKubeconfig(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			got := checkKubeconfig(tc.kc)
+			got := checkKubeconfig(tc.kc, tc.allow)
 			if diff := cmp.Diff(tc.want, got, test.EquateErrors()); diff != "" {
 				t.Errorf("\n%s\ncheckKubeconfig(...): -want, +got:\n%s", tc.reason, diff)
 			}
@@ -245,10 +282,16 @@ current-context: x
 			want:    want{sources: []Source{pc}, err: true},
 		},
 		"InjectedIdentity": {
-			reason:  "The provider's own identity is read from the config alone.",
+			reason:  "The provider's own identity is read from a ClusterProviderConfig alone.",
+			kind:    KindClusterProviderConfig,
+			objects: []client.Object{config(KindClusterProviderConfig, "", "pc", map[string]any{"credentials": map[string]any{"source": "InjectedIdentity"}})},
+			want:    want{sources: []Source{{Kind: KindClusterProviderConfig, Name: "pc"}}, origin: `the identity of provider-kilomesh named by ClusterProviderConfig "pc"`},
+		},
+		"NamespacedInjectedIdentity": {
+			reason:  "A namespaced ProviderConfig may not grant the provider's own identity: whoever may create one in a namespace would act as the provider.",
 			kind:    KindProviderConfig,
 			objects: []client.Object{config(KindProviderConfig, "team", "pc", map[string]any{"credentials": map[string]any{"source": "InjectedIdentity"}})},
-			want:    want{sources: []Source{pc}, origin: `the identity of provider-kilomesh named by ProviderConfig "team/pc"`},
+			want:    want{sources: []Source{pc}, err: true},
 		},
 		"ControlPlaneRefuses": {
 			reason: "A control plane that fails to answer fails the resolution, and the config is still a source.",

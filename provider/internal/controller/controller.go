@@ -43,44 +43,118 @@ import (
 )
 
 const (
-	errScheme = "cannot build the scheme"
-	errReaper = "cannot add the watch reaper"
+	errScheme   = "cannot build the scheme"
+	errReaper   = "cannot add the watch reaper"
+	errManager  = "cannot create the controller manager"
+	errWatcher  = "cannot watch the credentials of member clusters"
+	errSetupAll = "cannot set up the controllers"
 )
-
-// Deps are what the controllers share.
-type Deps struct {
-	// Registry shares the watches of member clusters.
-	Registry *remote.Registry
-
-	// InCluster loads the provider's own identity for configs whose
-	// credentials source is InjectedIdentity. Defaults to the pod's.
-	InCluster func() (*rest.Config, error)
-
-	// ReapInterval is how often watches of managed resources that no longer
-	// exist are released. Defaults to DefaultReapInterval.
-	ReapInterval time.Duration
-}
 
 // DefaultReapInterval is how often watches of deleted managed resources
 // are released, should their deletion not have released them.
 const DefaultReapInterval = 30 * time.Second
 
-// Setup adds the NodeInventory and PeerSet controllers to the manager. They
+// Config is everything a provider-kilomesh process is made of, for the
+// provider itself and for the tests that run it.
+type Config struct {
+	// Options of the managed reconcilers: logger, poll interval,
+	// concurrency, rate limiter, features, metrics.
+	Options controller.Options
+
+	// Coalesce is how long the changes of a member cluster are gathered
+	// before its users are reconciled. Defaults to remote.DefaultCoalesce.
+	Coalesce time.Duration
+
+	// Timeout bounds every request to a member cluster. Defaults to
+	// remote.DefaultTimeout.
+	Timeout time.Duration
+
+	// Allow lists the kubeconfig settings, refused by default, that an
+	// administrator allows.
+	Allow clients.Allowances
+
+	// InCluster loads the provider's own identity for configs whose
+	// credentials source is InjectedIdentity. Defaults to the pod's.
+	InCluster func() (*rest.Config, error)
+
+	// ReapInterval is how often watches of managed resources that no
+	// longer exist are released. Defaults to DefaultReapInterval.
+	ReapInterval time.Duration
+
+	// Manager adjusts the manager's options (metrics, probes, leader
+	// election), if set.
+	Manager func(o *ctrl.Options)
+
+	// Scheme adds kinds to the control plane's scheme, if set.
+	Scheme func(s *runtime.Scheme) error
+
+	// Clock tells whether heartbeats are stale. Defaults to time.Now.
+	Clock func() time.Time
+}
+
+// NewManager returns a controller manager of the control plane cfg reaches
+// with every controller of provider-kilomesh set up, and the registry of
+// member-cluster watches they share, whose watches run until ctx is done.
+func NewManager(ctx context.Context, cfg *rest.Config, c Config) (ctrl.Manager, *remote.Registry, error) {
+	s, err := NewScheme()
+	if err != nil {
+		return nil, nil, err
+	}
+	if c.Scheme != nil {
+		if err := c.Scheme(s); err != nil {
+			return nil, nil, errors.Wrap(err, errScheme)
+		}
+	}
+	mo := ManagerOptions(s)
+	if c.Manager != nil {
+		c.Manager(&mo)
+	}
+	mgr, err := ctrl.NewManager(cfg, mo)
+	if err != nil {
+		return nil, nil, errors.Wrap(err, errManager)
+	}
+	sw, err := remote.NewMetadataWatcher(mgr.GetConfig())
+	if err != nil {
+		return nil, nil, errors.Wrap(err, errWatcher)
+	}
+	ro := []remote.RegistryOption{remote.WithSourceWatcher(sw)}
+	if c.Coalesce > 0 {
+		ro = append(ro, remote.WithCoalesce(c.Coalesce))
+	}
+	if c.Timeout > 0 {
+		ro = append(ro, remote.WithTimeout(c.Timeout))
+	}
+	if c.Clock != nil {
+		ro = append(ro, remote.WithClock(c.Clock))
+	}
+	reg := remote.NewRegistry(ctx, ro...)
+	if err := setup(mgr, reg, c); err != nil {
+		return nil, nil, errors.Wrap(err, errSetupAll)
+	}
+	return mgr, reg, nil
+}
+
+// setup adds the NodeInventory and PeerSet controllers to the manager. They
 // share one registry of member-cluster watches, one usage tracker and one
 // credentials resolver.
-func Setup(mgr ctrl.Manager, o controller.Options, d Deps) error {
+func setup(mgr ctrl.Manager, reg *remote.Registry, c Config) error {
 	usage := clients.NewUsageTracker(mgr.GetClient())
 	res := clients.NewResolver(mgr.GetClient())
-	if d.InCluster != nil {
-		res.InCluster = d.InCluster
+	res.Allow = c.Allow
+	if c.InCluster != nil {
+		res.InCluster = c.InCluster
 	}
-	if err := nodeinventory.Setup(mgr, o, d.Registry, usage, res); err != nil {
+	now := c.Clock
+	if now == nil {
+		now = time.Now
+	}
+	if err := nodeinventory.Setup(mgr, c.Options, reg, usage, res, now); err != nil {
 		return err
 	}
-	if err := peerset.Setup(mgr, o, d.Registry, usage, res); err != nil {
+	if err := peerset.Setup(mgr, c.Options, reg, usage, res); err != nil {
 		return err
 	}
-	interval := d.ReapInterval
+	interval := c.ReapInterval
 	if interval == 0 {
 		interval = DefaultReapInterval
 	}
@@ -102,7 +176,7 @@ func Setup(mgr ctrl.Manager, o controller.Options, d Deps) error {
 		return err == nil, err
 	}
 	return errors.Wrap(mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
-		d.Registry.Reap(ctx, interval, exists)
+		reg.Reap(ctx, interval, exists)
 		return nil
 	})), errReaper)
 }

@@ -25,6 +25,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	xpv2 "github.com/crossplane/crossplane/apis/v2/core/v2"
@@ -36,6 +38,26 @@ import (
 
 // secretToken must never appear in a condition or an event.
 const secretToken = "s3cr3t-t0ken-do-not-print"
+
+// proxyURL is the proxy of a refused kubeconfig; no message may quote it.
+const proxyURL = "http://user:proxy-password@proxy.example.com:3128"
+
+// withCluster returns a kubeconfig with its one cluster changed.
+func withCluster(t *testing.T, kubeconfig []byte, mod func(c *clientcmdapi.Cluster)) []byte {
+	t.Helper()
+	kc, err := clientcmd.Load(kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range kc.Clusters {
+		mod(c)
+	}
+	b, err := clientcmd.Write(*kc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
 
 func TestCredentials(t *testing.T) {
 	needAPIServers(t)
@@ -106,12 +128,51 @@ func TestCredentials(t *testing.T) {
 			want: want{synced: corev1.ConditionTrue},
 		},
 		"InjectedIdentity": {
-			reason: "InjectedIdentity uses the provider's own identity.",
+			reason: "A ClusterProviderConfig with InjectedIdentity uses the provider's own identity.",
+			setup: func(name string) *xpv2.ProviderConfigReference {
+				config(clients.KindClusterProviderConfig, ns+"-"+name, map[string]any{"credentials": map[string]any{"source": "InjectedIdentity"}})
+				return ref(clients.KindClusterProviderConfig, ns+"-"+name)
+			},
+			want: want{synced: corev1.ConditionTrue},
+		},
+		"NamespacedInjectedIdentity": {
+			reason: "A namespaced ProviderConfig may not grant the provider's own identity: anyone who may create one in a namespace would act as the provider.",
 			setup: func(name string) *xpv2.ProviderConfigReference {
 				config(clients.KindProviderConfig, name, map[string]any{"credentials": map[string]any{"source": "InjectedIdentity"}})
 				return ref(clients.KindProviderConfig, name)
 			},
-			want: want{synced: corev1.ConditionTrue},
+			want: want{synced: corev1.ConditionFalse, message: fmt.Sprintf(`ProviderConfig "%s/namespacedinjectedidentity": credentials source InjectedIdentity is refused`, ns)},
+		},
+		"InsecureSkipTLSVerify": {
+			reason: "A kubeconfig that does not verify the member's certificate is refused, naming the config and the flag, never a URL.",
+			setup: func(name string) *xpv2.ProviderConfigReference {
+				secret(ns, name, map[string]string{"kubeconfig": string(withCluster(t, m.Kubeconfig, func(c *clientcmdapi.Cluster) {
+					c.InsecureSkipTLSVerify, c.CertificateAuthorityData = true, nil
+				}))})
+				config(clients.KindProviderConfig, name, fromSecret(ns, name, "kubeconfig"))
+				return ref(clients.KindProviderConfig, name)
+			},
+			want: want{synced: corev1.ConditionFalse, message: fmt.Sprintf(`named by ProviderConfig "%s/insecureskiptlsverify": cluster "member" sets insecure-skip-tls-verify, which provider-kilomesh refuses unless it is started with --allow-kubeconfig=insecure-skip-tls-verify`, ns)},
+		},
+		"ProxyURL": {
+			reason: "A kubeconfig with a proxy is refused, and the proxy's URL is not quoted.",
+			setup: func(name string) *xpv2.ProviderConfigReference {
+				secret(ns, name, map[string]string{"kubeconfig": string(withCluster(t, m.Kubeconfig, func(c *clientcmdapi.Cluster) { c.ProxyURL = proxyURL }))})
+				config(clients.KindProviderConfig, name, fromSecret(ns, name, "kubeconfig"))
+				return ref(clients.KindProviderConfig, name)
+			},
+			want: want{synced: corev1.ConditionFalse, message: `cluster "member" sets a proxy-url, which provider-kilomesh refuses unless it is started with --allow-kubeconfig=proxy-url`},
+		},
+		"PlainHTTP": {
+			reason: "A kubeconfig with a plain-HTTP server is refused.",
+			setup: func(name string) *xpv2.ProviderConfigReference {
+				secret(ns, name, map[string]string{"kubeconfig": string(withCluster(t, m.Kubeconfig, func(c *clientcmdapi.Cluster) {
+					c.Server = "http" + strings.TrimPrefix(c.Server, "https")
+				}))})
+				config(clients.KindProviderConfig, name, fromSecret(ns, name, "kubeconfig"))
+				return ref(clients.KindProviderConfig, name)
+			},
+			want: want{synced: corev1.ConditionFalse, message: `cluster "member" has a server that is not https://, which provider-kilomesh refuses unless it is started with --allow-kubeconfig=http`},
 		},
 		"MissingConfig": {
 			reason: "A config that does not exist is named.",
@@ -225,7 +286,7 @@ func TestCredentials(t *testing.T) {
 		}
 		for _, ni := range l.Items {
 			for _, c := range ni.Status.Conditions {
-				if strings.Contains(c.Message, secretToken) || strings.Contains(c.Message, m.Token) {
+				if strings.Contains(c.Message, secretToken) || strings.Contains(c.Message, m.Token) || strings.Contains(c.Message, proxyURL) {
 					t.Errorf("%s: condition %s carries a credential: %q", ni.Name, c.Type, c.Message)
 				}
 			}
@@ -238,7 +299,7 @@ func TestCredentials(t *testing.T) {
 			t.Errorf("want warning events for the broken configs, got none")
 		}
 		for _, e := range ev.Items {
-			if strings.Contains(e.Message, secretToken) || strings.Contains(e.Message, m.Token) {
+			if strings.Contains(e.Message, secretToken) || strings.Contains(e.Message, m.Token) || strings.Contains(e.Message, proxyURL) {
 				t.Errorf("event %s carries a credential: %q", e.Name, e.Message)
 			}
 		}

@@ -82,40 +82,11 @@ func run(m *testing.M) int {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 
-	s, err := pcontroller.NewScheme()
-	if err == nil {
-		err = testenv.AddProviderKubernetesToScheme(s)
-	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	mo := pcontroller.ManagerOptions(s)
-	mo.Metrics.BindAddress = "0"
-	mo.HealthProbeBindAddress = "0"
-	mgr, err := ctrl.NewManager(cfg, mo)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
 	log := logging.NewNopLogger()
 	if os.Getenv("PROVIDER_TEST_DEBUG") != "" {
 		zl := zap.New(zap.UseDevMode(true))
 		ctrl.SetLogger(zl)
 		log = logging.NewLogrLogger(zl)
-	}
-	sw, err := remote.NewMetadataWatcher(cfg)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	cp.reg = remote.NewRegistry(ctx, remote.WithCoalesce(100*time.Millisecond), remote.WithSourceWatcher(sw))
-	o := controller.Options{
-		Logger:                  log,
-		PollInterval:            time.Hour,
-		MaxConcurrentReconciles: 4,
-		GlobalRateLimiter:       ratelimiter.NewGlobal(1000),
-		Features:                &feature.Flags{},
 	}
 	inCluster := func() (*rest.Config, error) {
 		cp.mu.Lock()
@@ -125,10 +96,15 @@ func run(m *testing.M) int {
 		}
 		return rest.CopyConfig(cp.inCluster), nil
 	}
-	if err := pcontroller.Setup(mgr, o, pcontroller.Deps{Registry: cp.reg, InCluster: inCluster, ReapInterval: time.Second}); err != nil {
+	mgr, reg, err := pcontroller.NewManager(ctx, cfg, testConfig(log, 4, func(c *pcontroller.Config) {
+		c.InCluster = inCluster
+		c.Scheme = testenv.AddProviderKubernetesToScheme
+	}))
+	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
+	cp.reg = reg
 	if err := testenv.SetupProviderConfigProtection(mgr); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -139,12 +115,44 @@ func run(m *testing.M) int {
 		}
 	}()
 	cp.cfg = cfg
-	cp.kube, err = client.NewWithWatch(cfg, client.Options{Scheme: s})
+	cp.kube, err = client.NewWithWatch(cfg, client.Options{Scheme: mgr.GetScheme()})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
 	return m.Run()
+}
+
+// memberTimeout bounds the requests of the tests' providers to member
+// clusters: long enough for any request of a healthy API server on a busy
+// machine, short enough that a member that never answers is reported
+// within a test.
+const memberTimeout = 10 * time.Second
+
+// testConfig is the provider every test runs: changes of member clusters
+// reach status after 100 ms; the poll interval is an hour, so everything
+// the tests see happen is driven by watches. adjust changes it further.
+func testConfig(log logging.Logger, workers int, adjust func(c *pcontroller.Config)) pcontroller.Config {
+	c := pcontroller.Config{
+		Options: controller.Options{
+			Logger:                  log,
+			PollInterval:            time.Hour,
+			MaxConcurrentReconciles: workers,
+			GlobalRateLimiter:       ratelimiter.NewGlobal(1000),
+			Features:                &feature.Flags{},
+		},
+		Coalesce:     100 * time.Millisecond,
+		Timeout:      memberTimeout,
+		ReapInterval: time.Second,
+		Manager: func(o *ctrl.Options) {
+			o.Metrics.BindAddress = "0"
+			o.HealthProbeBindAddress = "0"
+		},
+	}
+	if adjust != nil {
+		adjust(&c)
+	}
+	return c
 }
 
 func needAPIServers(t *testing.T) {

@@ -18,8 +18,12 @@ package controller_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -29,6 +33,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	xpv2 "github.com/crossplane/crossplane/apis/v2/core/v2"
@@ -131,6 +136,49 @@ func published(ctx context.Context, t *testing.T, ns, name string, want []v1alph
 	return got
 }
 
+// nodesColumn reads the NODES column of an inventory from the API server's
+// table, as kubectl get prints it.
+func nodesColumn(ctx context.Context, t *testing.T, ns, name string) int64 {
+	t.Helper()
+	hc, err := rest.HTTPClientFor(cp.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := fmt.Sprintf("%s/apis/%s/namespaces/%s/nodeinventories/%s", strings.TrimSuffix(cp.cfg.Host, "/"), v1alpha1.GroupVersion, ns, name)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Accept", "application/json;as=Table;v=v1;g=meta.k8s.io")
+	resp, err := hc.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	table := &metav1.Table{}
+	if err := json.Unmarshal(body, table); err != nil {
+		t.Fatalf("%s %s: %v:\n%s", resp.Status, resp.Header.Get("Content-Type"), err, body)
+	}
+	col := -1
+	for i, c := range table.ColumnDefinitions {
+		if c.Name == "NODES" {
+			col = i
+		}
+	}
+	if col < 0 || len(table.Rows) != 1 {
+		t.Fatalf("the table has no NODES column or not one row: %+v", table)
+	}
+	n, ok := table.Rows[0].Cells[col].(float64)
+	if !ok {
+		t.Fatalf("the NODES cell is %T %v, want a number", table.Rows[0].Cells[col], table.Rows[0].Cells[col])
+	}
+	return int64(n)
+}
+
 func TestNodeInventory(t *testing.T) {
 	needAPIServers(t)
 	ctx := t.Context()
@@ -142,6 +190,10 @@ func TestNodeInventory(t *testing.T) {
 	// same cluster with the same identity: it must share the watch.
 	providerConfig(ctx, t, ns, "member-again", m.Kubeconfig)
 
+	// node-a's heartbeat is an hour ahead: it stays fresh however long the
+	// test runs (Kilo reads a heartbeat as fresh until 60 s after it).
+	// node-b and node-c have none: they are stale.
+	future := time.Now().Add(time.Hour).Unix()
 	node(ctx, t, mc, "node-a",
 		map[string]string{kilov1alpha1.LabelRegion: "eu-west", "role": "core"},
 		map[string]string{
@@ -155,7 +207,10 @@ func TestNodeInventory(t *testing.T) {
 			kilov1alpha1.AnnotationPersistentKeepalive: "25",
 			kilov1alpha1.AnnotationDiscoveredEndpoints: `{"x":{}}`,
 			kilov1alpha1.AnnotationLocation:            "dc1",
-			kilov1alpha1.AnnotationLastSeen:            "1700000000",
+			kilov1alpha1.AnnotationForceInternalIP:     "",
+			kilov1alpha1.AnnotationAllowedLocationIPs:  "10.9.0.0/24",
+			kilov1alpha1.AnnotationLeader:              "",
+			kilov1alpha1.AnnotationLastSeen:            strconv.FormatInt(future, 10),
 			"unrelated.example.com/annotation":         "ignored",
 		},
 		[]string{"10.1.1.0/24", "fd00:1::/64"},
@@ -186,13 +241,15 @@ func TestNodeInventory(t *testing.T) {
 			Key: keyA, WireguardIP: "10.4.0.1/16", Endpoint: "203.0.113.1:51820", InternalIP: "192.168.1.11/24",
 			ForceEndpoint: "198.51.100.1:51820", ClustermeshEndpoint: "mesh.example.com:51820", Granularity: "full",
 			PersistentKeepalive: "25", DiscoveredEndpoints: `{"x":{}}`,
+			ForceInternalIP: "-", AllowedLocationIPs: "10.9.0.0/24", Leader: "true",
 		},
 	}
 	wantB := v1alpha1.ObservedNode{
 		Name: "node-b", InternalIPs: []string{"192.168.2.12"}, Location: "eu-east",
-		Kilo: &v1alpha1.KiloAnnotations{Key: "not a key", WireguardIP: "banana"},
+		Kilo:  &v1alpha1.KiloAnnotations{Key: "not a key", WireguardIP: "banana"},
+		Stale: true,
 	}
-	wantC := v1alpha1.ObservedNode{Name: "node-c"}
+	wantC := v1alpha1.ObservedNode{Name: "node-c", Stale: true}
 
 	inventory(ctx, t, ns, "all", "member", v1alpha1.NodeInventoryParameters{})
 	inventory(ctx, t, ns, "edge", "member-again", v1alpha1.NodeInventoryParameters{
@@ -201,6 +258,14 @@ func TestNodeInventory(t *testing.T) {
 
 	published(ctx, t, ns, "all", []v1alpha1.ObservedNode{wantA, wantB, wantC})
 	published(ctx, t, ns, "edge", []v1alpha1.ObservedNode{wantB})
+
+	t.Run("NodesColumn", func(t *testing.T) {
+		for name, want := range map[string]int64{"all": 3, "edge": 1} {
+			if got := nodesColumn(ctx, t, ns, name); got != want {
+				t.Errorf("the NODES column of %s in the API server's table: want %d, got %d", name, want, got)
+			}
+		}
+	})
 
 	user := func(name string) remote.User {
 		return remote.User{Kind: v1alpha1.NodeInventoryKind, NamespacedName: types.NamespacedName{Namespace: ns, Name: name}}
@@ -227,14 +292,19 @@ func TestNodeInventory(t *testing.T) {
 		}
 		defer w.Stop()
 
-		// Kilo's heartbeat and the kubelet's, 20 rounds on every node.
+		// Kilo's heartbeat and the kubelet's, 20 rounds on every node: the
+		// fresh node stays fresh, the stale ones stay stale.
 		for i := range 20 {
 			for _, n := range []string{"node-a", "node-b", "node-c"} {
+				lastSeen := future + 30*int64(i)
+				if n != "node-a" {
+					lastSeen = 1700000000 + 30*int64(i)
+				}
 				mutateNode(ctx, t, mc, n, false, func(n *corev1.Node) {
 					if n.Annotations == nil {
 						n.Annotations = map[string]string{}
 					}
-					n.Annotations[kilov1alpha1.AnnotationLastSeen] = strconv.Itoa(1700000000 + 30*i)
+					n.Annotations[kilov1alpha1.AnnotationLastSeen] = strconv.FormatInt(lastSeen, 10)
 				})
 				mutateNode(ctx, t, mc, n, true, func(n *corev1.Node) {
 					for j := range n.Status.Conditions {
@@ -272,7 +342,7 @@ func TestNodeInventory(t *testing.T) {
 		wantA.Kilo.WireguardIP = "10.4.0.9/16"
 	})
 
-	wantD := v1alpha1.ObservedNode{Name: "node-d"}
+	wantD := v1alpha1.ObservedNode{Name: "node-d", Stale: true}
 	t.Run("RelevantChangesReachStatus", func(t *testing.T) {
 		cases := map[string]struct {
 			reason string
@@ -317,6 +387,29 @@ func TestNodeInventory(t *testing.T) {
 				},
 				want: func() { wantD.ExternalIPs = []string{"198.51.100.4"}; wantD.Ready = true },
 			},
+			"Heartbeat": {
+				reason: "A heartbeat makes a stale node fresh; this one is 20 s old, so it turns stale 40 s from now.",
+				change: func(t *testing.T) {
+					mutateNode(ctx, t, mc, "node-d", false, func(n *corev1.Node) {
+						n.Annotations = map[string]string{kilov1alpha1.AnnotationLastSeen: strconv.FormatInt(time.Now().Add(-20*time.Second).Unix(), 10)}
+					})
+				},
+				want: func() { wantD.Stale = false },
+			},
+			"GoesStale": {
+				reason: "A heartbeat that stops causes no event, yet the node is published as stale once it is 60 s old.",
+				change: func(*testing.T) {},
+				want:   func() { wantD.Stale = true },
+			},
+			"FreshAgain": {
+				reason: "A heartbeat that makes a stale node fresh again is published.",
+				change: func(t *testing.T) {
+					mutateNode(ctx, t, mc, "node-d", false, func(n *corev1.Node) {
+						n.Annotations[kilov1alpha1.AnnotationLastSeen] = strconv.FormatInt(future, 10)
+					})
+				},
+				want: func() { wantD.Stale = false },
+			},
 			"Deletion": {
 				reason: "A deleted Node disappears.",
 				change: func(t *testing.T) {
@@ -327,7 +420,7 @@ func TestNodeInventory(t *testing.T) {
 			},
 		}
 		// The steps build on each other, in this order.
-		order := []string{"NewNode", "Key", "Endpoint", "PodCIDRs", "Addresses", "Deletion"}
+		order := []string{"NewNode", "Key", "Endpoint", "PodCIDRs", "Addresses", "Heartbeat", "GoesStale", "FreshAgain", "Deletion"}
 		for _, name := range order {
 			tc := cases[name]
 			t.Run(name, func(t *testing.T) {
@@ -368,13 +461,13 @@ func TestNodeInventory(t *testing.T) {
 				return nil
 			}
 		}
-		eventually(t, "the Peer without the owned labels is reported", foreign([]v1alpha1.ForeignPeer{{Name: "theirs", PublicKey: keyD}}))
+		eventually(t, "the Peer without the owned labels is reported", foreign([]v1alpha1.ForeignPeer{{Name: "theirs", PublicKey: keyD, AllowedIPs: []string{"10.9.0.2/32"}}}))
 
 		p := &kilov1alpha1.Peer{ObjectMeta: metav1.ObjectMeta{Name: "hand-made"}, Spec: kilov1alpha1.PeerSpec{AllowedIPs: []string{"10.9.0.3/32"}, PublicKey: keyA}}
 		if err := mc.Create(ctx, p); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, "a new foreign Peer is reported", foreign([]v1alpha1.ForeignPeer{{Name: "hand-made", PublicKey: keyA}, {Name: "theirs", PublicKey: keyD}}))
+		eventually(t, "a new foreign Peer is reported", foreign([]v1alpha1.ForeignPeer{{Name: "hand-made", PublicKey: keyA, AllowedIPs: []string{"10.9.0.3/32"}}, {Name: "theirs", PublicKey: keyD, AllowedIPs: []string{"10.9.0.2/32"}}}))
 
 		ni, err := getInventory(ctx, ns, "all")
 		if err != nil {

@@ -22,7 +22,6 @@ import (
 	"fmt"
 	"path/filepath"
 	"testing"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -36,10 +35,7 @@ import (
 
 	xpv2 "github.com/crossplane/crossplane/apis/v2/core/v2"
 
-	"github.com/crossplane/crossplane-runtime/v2/pkg/controller"
-	"github.com/crossplane/crossplane-runtime/v2/pkg/feature"
 	"github.com/crossplane/crossplane-runtime/v2/pkg/logging"
-	"github.com/crossplane/crossplane-runtime/v2/pkg/ratelimiter"
 
 	"github.com/kilomesh/kilomesh/apis/kube/v1alpha1"
 	"github.com/kilomesh/kilomesh/provider/internal/clients"
@@ -111,29 +107,17 @@ func TestControlPlanePermissions(t *testing.T) {
 	}
 	restricted := &rest.Config{Host: cfg.Host, BearerToken: token, TLSClientConfig: rest.TLSClientConfig{CAData: cfg.CAData}}
 
-	mo := pcontroller.ManagerOptions(s)
-	mo.Metrics.BindAddress = "0"
-	mo.HealthProbeBindAddress = "0"
-	// The provider of TestMain runs in this process too.
-	mo.Controller.SkipNameValidation = ptr.To(true)
-	mgr, err := ctrl.NewManager(restricted, mo)
-	if err != nil {
-		t.Fatal(err)
-	}
 	mctx, stop := context.WithCancel(context.Background())
-	sw, err := remote.NewMetadataWatcher(restricted)
+	mgr, reg, err := pcontroller.NewManager(mctx, restricted, testConfig(logging.NewNopLogger(), 2, func(c *pcontroller.Config) {
+		// The provider of TestMain runs in this process too.
+		manager := c.Manager
+		c.Manager = func(o *ctrl.Options) {
+			manager(o)
+			o.Controller.SkipNameValidation = ptr.To(true)
+		}
+	}))
 	if err != nil {
-		t.Fatal(err)
-	}
-	reg := remote.NewRegistry(mctx, remote.WithCoalesce(100*time.Millisecond), remote.WithSourceWatcher(sw))
-	o := controller.Options{
-		Logger:                  logging.NewNopLogger(),
-		PollInterval:            time.Hour,
-		MaxConcurrentReconciles: 2,
-		GlobalRateLimiter:       ratelimiter.NewGlobal(100),
-		Features:                &feature.Flags{},
-	}
-	if err := pcontroller.Setup(mgr, o, pcontroller.Deps{Registry: reg, ReapInterval: time.Second}); err != nil {
+		stop()
 		t.Fatal(err)
 	}
 	done := make(chan error, 1)

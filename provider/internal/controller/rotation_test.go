@@ -90,8 +90,8 @@ func TestCredentialRotation(t *testing.T) {
 
 	node(ctx, t, m.Admin, "a-1", nil, map[string]string{kilov1alpha1.AnnotationKey: keyA}, nil, nil, "")
 	node(ctx, t, other.Admin, "b-1", nil, map[string]string{kilov1alpha1.AnnotationKey: keyB}, nil, nil, "")
-	nodeA1 := v1alpha1.ObservedNode{Name: "a-1", Kilo: &v1alpha1.KiloAnnotations{Key: keyA}}
-	nodeA2 := v1alpha1.ObservedNode{Name: "a-2", Kilo: &v1alpha1.KiloAnnotations{Key: keyC}}
+	nodeA1 := v1alpha1.ObservedNode{Name: "a-1", Kilo: &v1alpha1.KiloAnnotations{Key: keyA}, Stale: true}
+	nodeA2 := v1alpha1.ObservedNode{Name: "a-2", Kilo: &v1alpha1.KiloAnnotations{Key: keyC}, Stale: true}
 
 	inventory(ctx, t, ns, "a", "a", v1alpha1.NodeInventoryParameters{})
 	inventory(ctx, t, ns, "b", "b", v1alpha1.NodeInventoryParameters{})
@@ -103,7 +103,7 @@ func TestCredentialRotation(t *testing.T) {
 		t.Fatal(err)
 	}
 	published(ctx, t, ns, "a", []v1alpha1.ObservedNode{nodeA1})
-	published(ctx, t, ns, "b", []v1alpha1.ObservedNode{{Name: "b-1", Kilo: &v1alpha1.KiloAnnotations{Key: keyB}}})
+	published(ctx, t, ns, "b", []v1alpha1.ObservedNode{{Name: "b-1", Kilo: &v1alpha1.KiloAnnotations{Key: keyB}, Stale: true}})
 	eventually(t, "the PeerSet's Peer is applied", hasPeers(ctx, t, m.Admin, map[string]v1alpha1.DesiredPeer{"peer-b": peer}))
 
 	userA := remote.User{Kind: v1alpha1.NodeInventoryKind, NamespacedName: types.NamespacedName{Namespace: ns, Name: "a"}}
@@ -297,7 +297,7 @@ func TestCredentialRotation(t *testing.T) {
 		}
 		moved("the new CA bundle is used", old)
 		node(ctx, t, m.Admin, "a-3", nil, map[string]string{kilov1alpha1.AnnotationKey: keyD}, nil, nil, "")
-		published(ctx, t, ns, "a", []v1alpha1.ObservedNode{nodeA1, nodeA2, {Name: "a-3", Kilo: &v1alpha1.KiloAnnotations{Key: keyD}}})
+		published(ctx, t, ns, "a", []v1alpha1.ObservedNode{nodeA1, nodeA2, {Name: "a-3", Kilo: &v1alpha1.KiloAnnotations{Key: keyD}, Stale: true}})
 		unchangedB(t)
 	})
 

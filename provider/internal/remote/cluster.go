@@ -25,10 +25,11 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	kerrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/discovery"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -43,18 +44,17 @@ import (
 var ErrPeerCRDMissing = errors.New("kilo.squat.ai Peer CRD not installed in this cluster")
 
 const (
-	// syncWait bounds how long a reconcile waits for a new watch's first
-	// list; the end of that list wakes the users again anyway.
-	syncWait = 10 * time.Second
-
 	// peerRecheck is how long the absence of the Peer CRD is believed
-	// before discovery is asked again.
+	// before the Peers are listed again.
 	peerRecheck = 10 * time.Second
+
+	// DefaultTimeout bounds every request to a member cluster: a list, the
+	// start of a watch, a write.
+	DefaultTimeout = 30 * time.Second
 
 	errNewNodeClient = "cannot create a client for the Nodes of the cluster"
 	errNewClient     = "cannot create a client for the cluster"
 	errNewHTTP       = "cannot create the connection settings of the cluster"
-	errDiscovery     = "cannot discover whether the cluster serves kilo.squat.ai Peers"
 )
 
 // Scheme knows the kinds provider-kilomesh reads and writes in member
@@ -70,35 +70,53 @@ var Scheme = func() *runtime.Scheme {
 	return s
 }()
 
+// restMapper maps the kinds provider-kilomesh uses in member clusters. It
+// is fixed, so that a client never asks a member's discovery API, which
+// would be a request without a deadline in the middle of a reconcile.
+var restMapper = func() meta.RESTMapper {
+	m := meta.NewDefaultRESTMapper([]schema.GroupVersion{kilov1alpha1.GroupVersion, corev1.SchemeGroupVersion})
+	m.Add(kilov1alpha1.GroupVersion.WithKind(kilov1alpha1.Kind), meta.RESTScopeRoot)
+	m.Add(corev1.SchemeGroupVersion.WithKind("Node"), meta.RESTScopeRoot)
+	return m
+}()
+
 // A Cluster is one member cluster reached with one set of credentials.
-// Every client of it shares one HTTP client whose connections are its own,
-// so that stopping the cluster closes them.
+// Every client of it shares one HTTP transport whose connections are its
+// own, so that stopping the cluster closes them. No method of a Cluster
+// waits for the cluster while it holds its lock, and every request has a
+// deadline.
 type Cluster struct {
-	id     uint64
-	ctx    context.Context
-	cancel context.CancelFunc
-	cfg    *rest.Config
-	conns  *conns
-	wake   func(kinds ...string)
-	now    func() time.Time
+	id      uint64
+	ctx     context.Context
+	cancel  context.CancelFunc
+	cfg     *rest.Config
+	conns   *conns
+	wake    func(kinds ...string)
+	now     func() time.Time
+	timeout time.Duration
 
 	// started counts the watches started, for Registry.Watch.
 	started atomic.Int64
 
-	mu              sync.Mutex
-	http            *http.Client
-	client          client.WithWatch
-	nodes           *feed
-	peers           *feed
+	mu     sync.Mutex
+	http   *http.Client
+	timed  *http.Client
+	client client.Client
+	nodes  *feed
+	peers  *feed
+	// peersAbsent is set when the cluster last said it has no Peer kind,
+	// and cleared when the Peers are listed; until peersAbsentTill no new
+	// watch of Peers starts.
+	peersAbsent     bool
 	peersAbsentTill time.Time
 }
 
-func newCluster(ctx context.Context, id uint64, cfg *rest.Config, wake func(kinds ...string)) *Cluster {
+func newCluster(ctx context.Context, id uint64, cfg *rest.Config, wake func(kinds ...string), timeout time.Duration, now func() time.Time) *Cluster {
 	ctx, cancel := context.WithCancel(ctx)
 	d := newConns()
 	cfg = rest.CopyConfig(cfg)
 	cfg.Dial = d.DialContext
-	return &Cluster{id: id, ctx: ctx, cancel: cancel, cfg: cfg, conns: d, wake: wake, now: time.Now}
+	return &Cluster{id: id, ctx: ctx, cancel: cancel, cfg: cfg, conns: d, wake: wake, now: now, timeout: timeout}
 }
 
 // stop ends the cluster's watches and closes its connections.
@@ -107,35 +125,35 @@ func (c *Cluster) stop() {
 	c.conns.closeAll()
 }
 
-// httpLocked returns the HTTP client every client of the cluster uses.
-func (c *Cluster) httpLocked() (*http.Client, error) {
+// httpLocked returns the HTTP client of the cluster's watches, and the one
+// of its other requests, which share one transport: the second has a
+// deadline for the whole request.
+func (c *Cluster) httpLocked() (*http.Client, *http.Client, error) {
 	if c.http != nil {
-		return c.http, nil
+		return c.http, c.timed, nil
 	}
 	hc, err := rest.HTTPClientFor(c.cfg)
 	if err != nil {
-		return nil, errors.Wrap(err, errNewHTTP)
+		return nil, nil, errors.Wrap(err, errNewHTTP)
 	}
 	c.http = hc
-	return hc, nil
+	c.timed = &http.Client{Transport: hc.Transport, Timeout: c.timeout}
+	return c.http, c.timed, nil
 }
 
-// Client returns a client of the cluster that knows Kilo's Peer.
-func (c *Cluster) Client() (client.WithWatch, error) {
+// Client returns a client of the cluster that knows Kilo's Peer. Each of
+// its requests fails after the cluster's timeout.
+func (c *Cluster) Client() (client.Client, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.clientLocked()
-}
-
-func (c *Cluster) clientLocked() (client.WithWatch, error) {
 	if c.client != nil {
 		return c.client, nil
 	}
-	hc, err := c.httpLocked()
+	_, timed, err := c.httpLocked()
 	if err != nil {
 		return nil, err
 	}
-	kc, err := client.NewWithWatch(c.cfg, client.Options{Scheme: Scheme, HTTPClient: hc})
+	kc, err := client.New(c.cfg, client.Options{Scheme: Scheme, Mapper: restMapper, HTTPClient: timed})
 	if err != nil {
 		return nil, errors.Wrap(err, errNewClient)
 	}
@@ -144,13 +162,14 @@ func (c *Cluster) clientLocked() (client.WithWatch, error) {
 }
 
 // Nodes returns the slimmed Nodes of the cluster (see SlimNode), starting
-// the watch on first use. It fails while the cluster cannot be reached.
-func (c *Cluster) Nodes(ctx context.Context) ([]*corev1.Node, error) {
+// the watch on first use. It fails while the cluster cannot be reached, and
+// returns ErrPending until the watch has first listed them.
+func (c *Cluster) Nodes(_ context.Context) ([]*corev1.Node, error) {
 	f, err := c.nodeFeed()
 	if err != nil {
 		return nil, err
 	}
-	items, err := f.items(ctx, syncWait)
+	items, err := f.items()
 	if err != nil {
 		return nil, err
 	}
@@ -174,7 +193,7 @@ func (c *Cluster) nodeFeed() (*feed, error) {
 	pc := rest.CopyConfig(c.cfg)
 	pc.ContentType = runtime.ContentTypeProtobuf
 	pc.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
-	hc, err := c.httpLocked()
+	hc, _, err := c.httpLocked()
 	if err != nil {
 		return nil, err
 	}
@@ -182,34 +201,52 @@ func (c *Cluster) nodeFeed() (*feed, error) {
 	if err != nil {
 		return nil, errors.Wrap(err, errNewNodeClient)
 	}
-	lw := lister{
-		list: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			return cs.Nodes().List(ctx, o)
-		},
-		watch: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			return cs.Nodes().Watch(ctx, o)
-		},
-	}
-	changed := func() { c.wake(kubev1alpha1.NodeInventoryKind) }
 	c.started.Add(1)
-	c.nodes = startFeed(c.ctx, "Nodes", lw, &corev1.Node{}, SlimNode, changed, func() {})
+	c.nodes = startFeed(c.ctx, feedConfig{
+		what: "Nodes",
+		lw: lister{
+			list: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+				return cs.Nodes().List(ctx, o)
+			},
+			watch: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+				return cs.Nodes().Watch(ctx, o)
+			},
+		},
+		obj:       &corev1.Node{},
+		transform: SlimNode,
+		differ:    nodeChanged(c.now),
+		changed:   func() { c.wake(kubev1alpha1.NodeInventoryKind) },
+		gone:      func() {},
+		timeout:   c.timeout,
+	})
 	return c.nodes, nil
 }
 
 // Peers returns the slimmed Peers of the cluster (see SlimPeer), starting
 // the watch on first use. It returns ErrPeerCRDMissing when the cluster does
-// not serve Kilo's Peer, and fails while the cluster cannot be reached.
-func (c *Cluster) Peers(ctx context.Context) ([]*kilov1alpha1.Peer, error) {
-	f, err := c.peerFeed()
+// not serve Kilo's Peer, fails while the cluster cannot be reached, and
+// returns ErrPending until the watch has first listed them.
+func (c *Cluster) Peers(_ context.Context) ([]*kilov1alpha1.Peer, error) {
+	f, absent, err := c.peerFeed()
 	if err != nil {
 		return nil, err
 	}
-	items, err := f.items(ctx, syncWait)
-	if err != nil {
-		if kerrors.IsNotFound(err) {
-			return nil, ErrPeerCRDMissing
-		}
+	if f == nil {
+		return nil, ErrPeerCRDMissing
+	}
+	items, err := f.items()
+	switch {
+	case kerrors.IsNotFound(err), absent && errors.Is(err, ErrPending):
+		// A new watch of a kind the cluster lacked says so until it has
+		// listed: no flapping between "missing" and "pending".
+		return nil, ErrPeerCRDMissing
+	case err != nil:
 		return nil, err
+	}
+	if absent {
+		c.mu.Lock()
+		c.peersAbsent = false
+		c.mu.Unlock()
 	}
 	out := make([]*kilov1alpha1.Peer, 0, len(items))
 	for _, o := range items {
@@ -220,74 +257,58 @@ func (c *Cluster) Peers(ctx context.Context) ([]*kilov1alpha1.Peer, error) {
 	return out, nil
 }
 
-func (c *Cluster) peerFeed() (*feed, error) {
+// peerFeed returns the watch of Peers, starting it unless the cluster
+// lacked the kind a moment ago (then it returns none), and whether the
+// cluster lacked it when last asked.
+func (c *Cluster) peerFeed() (*feed, bool, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.peers != nil {
-		return c.peers, nil
+		return c.peers, c.peersAbsent, nil
 	}
 	if c.now().Before(c.peersAbsentTill) {
-		return nil, ErrPeerCRDMissing
+		return nil, true, nil
 	}
-	ok, err := c.servesPeersLocked()
+	hc, _, err := c.httpLocked()
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	if !ok {
-		c.peersAbsentTill = c.now().Add(peerRecheck)
-		return nil, ErrPeerCRDMissing
-	}
-	kc, err := c.clientLocked()
+	kc, err := client.NewWithWatch(c.cfg, client.Options{Scheme: Scheme, Mapper: restMapper, HTTPClient: hc})
 	if err != nil {
-		return nil, err
+		return nil, false, errors.Wrap(err, errNewClient)
 	}
-	lw := lister{
-		list: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			l := &kilov1alpha1.PeerList{}
-			return l, kc.List(ctx, l, &client.ListOptions{Raw: &o})
-		},
-		watch: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			return kc.Watch(ctx, &kilov1alpha1.PeerList{}, &client.ListOptions{Raw: &o})
-		},
-	}
-	changed := func() { c.wake(kubev1alpha1.NodeInventoryKind, kubev1alpha1.PeerSetKind) }
 	c.started.Add(1)
-	c.peers = startFeed(c.ctx, "Peers", lw, &kilov1alpha1.Peer{}, SlimPeer, changed, c.dropPeers)
-	return c.peers, nil
+	c.peers = startFeed(c.ctx, feedConfig{
+		what: "Peers",
+		lw: lister{
+			list: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+				l := &kilov1alpha1.PeerList{}
+				return l, kc.List(ctx, l, &client.ListOptions{Raw: &o})
+			},
+			watch: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+				return kc.Watch(ctx, &kilov1alpha1.PeerList{}, &client.ListOptions{Raw: &o})
+			},
+		},
+		obj:       &kilov1alpha1.Peer{},
+		transform: SlimPeer,
+		differ:    peerChanged,
+		changed:   func() { c.wake(kubev1alpha1.NodeInventoryKind, kubev1alpha1.PeerSetKind) },
+		gone:      c.dropPeers,
+		timeout:   c.timeout,
+	})
+	return c.peers, c.peersAbsent, nil
 }
 
-// dropPeers stops the Peer watch once the CRD is gone, so that the next
-// use asks discovery again instead of retrying a kind that does not exist.
+// dropPeers stops the Peer watch once the server says the kind does not
+// exist, so that it is not retried until peerRecheck has passed.
 func (c *Cluster) dropPeers() {
 	c.mu.Lock()
 	f := c.peers
 	c.peers = nil
+	c.peersAbsent = true
+	c.peersAbsentTill = c.now().Add(peerRecheck)
 	c.mu.Unlock()
 	if f != nil {
 		f.stop()
 	}
-}
-
-func (c *Cluster) servesPeersLocked() (bool, error) {
-	hc, err := c.httpLocked()
-	if err != nil {
-		return false, err
-	}
-	dc, err := discovery.NewDiscoveryClientForConfigAndClient(c.cfg, hc)
-	if err != nil {
-		return false, errors.Wrap(err, errDiscovery)
-	}
-	rl, err := dc.ServerResourcesForGroupVersion(kilov1alpha1.APIVersion)
-	if kerrors.IsNotFound(err) {
-		return false, nil
-	}
-	if err != nil {
-		return false, errors.Wrap(err, errDiscovery)
-	}
-	for _, r := range rl.APIResources {
-		if r.Name == "peers" {
-			return true, nil
-		}
-	}
-	return false, nil
 }

@@ -21,6 +21,7 @@ import (
 	"io"
 	"net"
 	"net/url"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -82,49 +83,73 @@ func TestConns(t *testing.T) {
 	}
 }
 
+// settled waits for the first outcome of a feed's requests and returns
+// what items returns then.
+func settled(t *testing.T, f *feed) ([]any, error) {
+	t.Helper()
+	for {
+		next := f.outcome()
+		items, err := f.items()
+		if !errors.Is(err, ErrPending) {
+			return items, err
+		}
+		select {
+		case <-next:
+		case <-t.Context().Done():
+			t.Fatal("the feed never had an outcome")
+		}
+	}
+}
+
 func TestItems(t *testing.T) {
 	unauthorized := kerrors.NewUnauthorized("Unauthorized")
 	forbidden := kerrors.NewForbidden(schema.GroupResource{Resource: "nodes"}, "", errors.New("no"))
-	refused := &url.Error{Op: "Get", URL: "https://127.0.0.1:1/api/v1/nodes", Err: errors.New("connection refused")}
 	type want struct {
 		items int
 		err   error
 	}
+	refused := &url.Error{Op: "Get", URL: "https://127.0.0.1:1/api/v1/nodes", Err: errors.New("connection refused")}
 	cases := map[string]struct {
 		reason string
-		// failures are the errors of the first lists, in order; the
-		// lists after them succeed.
-		failures []error
-		always   error
-		want     want
+		always error
+		// listHangs keeps the list from ever answering: only the
+		// streaming list can have an outcome.
+		listHangs bool
+		want      want
 	}{
+		"Refused": {
+			reason:    "A cluster that refuses the streaming list's connection is unreachable: the reflector retries it without listing, so its failure is the outcome.",
+			always:    refused,
+			listHangs: true,
+			want:      want{err: refused},
+		},
+		"Listed": {
+			reason: "A feed that listed returns the objects.",
+			want:   want{items: 1},
+		},
 		"Unauthorized": {
-			reason: "Credentials the cluster does not accept are reported at once, not after the wait.",
+			reason: "Credentials the cluster does not accept are reported as the outcome.",
 			always: unauthorized,
 			want:   want{err: unauthorized},
 		},
 		"Forbidden": {
-			reason: "An identity that may not list is reported at once.",
+			reason: "An identity that may not list is reported as the outcome.",
 			always: forbidden,
 			want:   want{err: forbidden},
-		},
-		"Transient": {
-			reason:   "A first list that fails for a moment is retried within the wait: no error is reported.",
-			failures: []error{refused},
-			want:     want{items: 1},
 		},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			var calls atomic.Int64
+			release := make(chan struct{})
 			lw := lister{
-				list: func(_ context.Context, _ metav1.ListOptions) (runtime.Object, error) {
-					n := int(calls.Add(1))
-					switch {
-					case tc.always != nil:
+				list: func(ctx context.Context, _ metav1.ListOptions) (runtime.Object, error) {
+					<-release
+					if tc.listHangs {
+						<-ctx.Done()
+						return nil, ctx.Err()
+					}
+					if tc.always != nil {
 						return nil, tc.always
-					case n <= len(tc.failures):
-						return nil, tc.failures[n-1]
 					}
 					return &metav1.PartialObjectMetadataList{
 						ListMeta: metav1.ListMeta{ResourceVersion: "1"},
@@ -143,18 +168,93 @@ func TestItems(t *testing.T) {
 					return watch.NewFake(), nil
 				},
 			}
-			f := startFeed(t.Context(), "Nodes", lw, &metav1.PartialObjectMetadata{}, nil, func() {}, func() {})
+			f := startFeed(t.Context(), feedConfig{what: "Nodes", lw: lw, obj: &metav1.PartialObjectMetadata{}, changed: func() {}, gone: func() {}})
 			t.Cleanup(f.stop)
-			// The wait is far longer than the test may run: an error is
-			// only reported early.
-			items, err := f.items(t.Context(), 24*time.Hour)
+			// Until the cluster answers, the feed says so at once: a
+			// reconcile never waits for a member.
+			if _, err := f.items(); !errors.Is(err, ErrPending) {
+				t.Errorf("\n%s\nitems() before the first list: want ErrPending, got %v", tc.reason, err)
+			}
+			close(release)
+			items, err := settled(t, f)
 			if diff := cmp.Diff(tc.want.err, err, test.EquateErrors()); diff != "" {
-				t.Errorf("\n%s\nitems(...): -want error, +got error:\n%s", tc.reason, diff)
+				t.Errorf("\n%s\nitems(): -want error, +got error:\n%s", tc.reason, diff)
 			}
 			if len(items) != tc.want.items {
-				t.Errorf("\n%s\nitems(...): want %d items, got %d", tc.reason, tc.want.items, len(items))
+				t.Errorf("\n%s\nitems(): want %d items, got %d", tc.reason, tc.want.items, len(items))
 			}
 		})
+	}
+}
+
+// TestBounded checks the deadlines of a feed's requests against a cluster
+// that never answers: a list fails, a watch that does not start fails, and
+// a watch that started runs on past the deadline.
+func TestBounded(t *testing.T) {
+	hang := func(ctx context.Context) error {
+		<-ctx.Done()
+		return ctx.Err()
+	}
+	const timeout = 50 * time.Millisecond
+	t.Run("ListHangs", func(t *testing.T) {
+		lw := lister{list: func(ctx context.Context, _ metav1.ListOptions) (runtime.Object, error) { return nil, hang(ctx) }}
+		_, err := lw.bounded("Nodes", timeout).list(t.Context(), metav1.ListOptions{})
+		if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "did not answer a request for Nodes") {
+			t.Errorf("a list that never answers: want a deadline error naming Nodes, got %v", err)
+		}
+	})
+	t.Run("WatchHangs", func(t *testing.T) {
+		lw := lister{watch: func(ctx context.Context, _ metav1.ListOptions) (watch.Interface, error) { return nil, hang(ctx) }}
+		_, err := lw.bounded("Nodes", timeout).watch(t.Context(), metav1.ListOptions{})
+		if !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+			t.Errorf("a watch that never starts: want a deadline error (never a cancellation, which a feed ignores), got %v", err)
+		}
+	})
+	t.Run("WatchRuns", func(t *testing.T) {
+		started := make(chan context.Context, 1)
+		lw := lister{watch: func(ctx context.Context, _ metav1.ListOptions) (watch.Interface, error) {
+			started <- ctx
+			return watch.NewFake(), nil
+		}}
+		w, err := lw.bounded("Nodes", timeout).watch(t.Context(), metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx := <-started
+		// Past the deadline the watch's request is still alive...
+		time.Sleep(4 * timeout)
+		if ctx.Err() != nil {
+			t.Errorf("a watch that started is cancelled by the deadline of its start: %v", ctx.Err())
+		}
+		// ...until the watch is stopped.
+		w.Stop()
+		if ctx.Err() == nil {
+			t.Error("a stopped watch keeps its request alive")
+		}
+	})
+}
+
+// TestStalled starts a feed against a server that starts a streaming list
+// and then says nothing, and never answers a list: the feed, pending at
+// first, reports it after twice its timeout instead of staying pending.
+func TestStalled(t *testing.T) {
+	silent := watch.NewFake()
+	lw := lister{
+		list: func(ctx context.Context, _ metav1.ListOptions) (runtime.Object, error) {
+			<-ctx.Done()
+			return nil, ctx.Err()
+		},
+		watch: func(context.Context, metav1.ListOptions) (watch.Interface, error) { return silent, nil },
+	}
+	var wakes atomic.Int64
+	f := startFeed(t.Context(), feedConfig{what: "Nodes", lw: lw, obj: &metav1.PartialObjectMetadata{}, changed: func() { wakes.Add(1) }, gone: func() {}, timeout: 50 * time.Millisecond})
+	t.Cleanup(f.stop)
+	_, err := settled(t, f)
+	if want := errors.Errorf(errFmtStalled, "Nodes", 100*time.Millisecond); err == nil || err.Error() != want.Error() {
+		t.Errorf("a feed whose first list never ends: want %v, got %v", want, err)
+	}
+	if wakes.Load() == 0 {
+		t.Error("the users of a stalled feed are not woken")
 	}
 }
 
@@ -187,9 +287,9 @@ func TestRelistWithoutStreamingLists(t *testing.T) {
 		},
 	}
 	var wakes atomic.Int64
-	f := startFeed(t.Context(), "Nodes", lw, &metav1.PartialObjectMetadata{}, nil, func() { wakes.Add(1) }, func() {})
+	f := startFeed(t.Context(), feedConfig{what: "Nodes", lw: lw, obj: &metav1.PartialObjectMetadata{}, changed: func() { wakes.Add(1) }, gone: func() {}})
 	t.Cleanup(f.stop)
-	if _, err := f.items(t.Context(), 24*time.Hour); err != nil {
+	if _, err := settled(t, f); err != nil {
 		t.Fatal(err)
 	}
 	var w *watch.FakeWatcher
@@ -206,7 +306,7 @@ func TestRelistWithoutStreamingLists(t *testing.T) {
 	case <-time.After(time.Minute):
 		t.Fatal("the feed does not list again after its watch expired")
 	}
-	items, err := f.items(t.Context(), time.Second)
+	items, err := f.items()
 	close(release)
 	if err != nil || len(items) != 1 {
 		t.Errorf("items(...) while the feed lists again: want 1 item and no error, got %d items and %v", len(items), err)

@@ -29,16 +29,83 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
-
-	"github.com/kilomesh/kilomesh/provider/internal/clients"
 )
 
-const errFmtNotSynced = "the watch of %s has not listed them yet"
+const (
+	errFmtPending = "cannot read %s"
+	errFmtTimeout = "the cluster did not answer a request for %s within %s"
+	errFmtStalled = "the cluster has not listed its %s within %s"
+)
+
+// ErrPending is returned for a watch that has neither listed its objects
+// nor failed to yet. A reconcile never waits for the cluster: the end of
+// the first list, or its failure, wakes the users again.
+var ErrPending = errors.New("the watch of the cluster has not listed them yet")
 
 // A lister lists and watches one kind of object.
 type lister struct {
 	list  func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error)
 	watch func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error)
+}
+
+// bounded returns the lister with a deadline on every request: a list must
+// complete within timeout, a watch must start (its response headers
+// arrive) within timeout and may then run for as long as the server keeps
+// it. A cluster that accepts connections and never answers then fails
+// every request in bounded time, instead of keeping a watch that never
+// lists and never fails.
+func (lw lister) bounded(what string, timeout time.Duration) lister {
+	if timeout <= 0 {
+		return lw
+	}
+	timedOut := func(err error) error {
+		return errors.Wrapf(err, errFmtTimeout, what, timeout)
+	}
+	return lister{
+		list: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			ctx, cancel := context.WithTimeout(ctx, timeout)
+			defer cancel()
+			l, err := lw.list(ctx, o)
+			if err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+				return l, timedOut(err)
+			}
+			return l, err
+		},
+		watch: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			ctx, cancel := context.WithCancel(ctx)
+			var expired atomic.Bool
+			t := time.AfterFunc(timeout, func() {
+				expired.Store(true)
+				cancel()
+			})
+			w, err := lw.watch(ctx, o)
+			t.Stop()
+			if err != nil || expired.Load() {
+				cancel()
+				if w != nil {
+					w.Stop()
+				}
+				if err == nil || expired.Load() {
+					return nil, timedOut(context.DeadlineExceeded)
+				}
+				return nil, err
+			}
+			return &cancelOnStop{Interface: w, cancel: cancel}, nil
+		},
+	}
+}
+
+// cancelOnStop is a watch that releases its request's context when it is
+// stopped.
+type cancelOnStop struct {
+	watch.Interface
+
+	cancel context.CancelFunc
+}
+
+func (w *cancelOnStop) Stop() {
+	w.Interface.Stop()
+	w.cancel()
 }
 
 // A feed is one watch of one kind of object in one cluster. It keeps the
@@ -54,23 +121,46 @@ type feed struct {
 	// handlers read it instead of asking the informer, which holds its
 	// queue's lock while it calls them.
 	listed atomic.Bool
+	// stalled is set when the first list has had no outcome for twice the
+	// timeout: a server that started a streaming list and went silent
+	// neither lists nor fails.
+	stalled    atomic.Bool
+	stallAfter time.Duration
 
 	mu  sync.Mutex
 	err error
 	// next is closed, and replaced, when the first list completes or the
-	// outcome of a request changes, so that a wait for the first list
-	// ends as soon as the cluster refuses it.
+	// outcome of a request changes.
 	next chan struct{}
 }
 
-// startFeed starts a watch. changed is called, from several goroutines, when an
-// object is added, deleted or changed in a way the transform keeps, when the
-// first list completes, and whenever the cluster becomes unreachable or
-// reachable again. gone is called when the server says the kind does not
-// exist.
-func startFeed(ctx context.Context, what string, lw lister, obj runtime.Object, transform cache.TransformFunc, changed func(), gone func()) *feed {
+// A feedConfig says what a feed watches and whom it tells.
+type feedConfig struct {
+	// what names the objects in messages, e.g. "Nodes".
+	what string
+	lw   lister
+	obj  runtime.Object
+	// transform slims every object before it is stored.
+	transform cache.TransformFunc
+	// differ reports whether an update of a stored object matters to
+	// anyone; nil means every update does.
+	differ func(before, after any) bool
+	// changed is called, from several goroutines, when an object is added,
+	// deleted or changed as differ says, when the first list completes,
+	// and whenever the cluster becomes unreachable or reachable again.
+	changed func()
+	// gone is called when the server says the kind does not exist.
+	gone func()
+	// timeout bounds every request of the feed; zero leaves them unbounded.
+	timeout time.Duration
+}
+
+// startFeed starts a watch.
+func startFeed(ctx context.Context, fc feedConfig) *feed {
 	ctx, cancel := context.WithCancel(ctx)
-	f := &feed{what: what, cancel: cancel, next: make(chan struct{})}
+	f := &feed{what: fc.what, cancel: cancel, next: make(chan struct{}), stallAfter: 2 * fc.timeout}
+	lw := fc.lw.bounded(fc.what, fc.timeout)
+	changed, gone := fc.changed, fc.gone
 	f.store, f.ctl = cache.NewInformerWithOptions(cache.InformerOptions{
 		ListerWatcher: &cache.ListWatch{
 			ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
@@ -80,17 +170,19 @@ func startFeed(ctx context.Context, what string, lw lister, obj runtime.Object, 
 			},
 			WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
 				w, err := lw.watch(ctx, o)
-				if err != nil && o.SendInitialEvents != nil && *o.SendInitialEvents {
+				if err != nil && o.SendInitialEvents != nil && *o.SendInitialEvents && Answered(err) {
 					// A streaming list the server refuses is not a failure:
 					// the reflector lists instead, and that outcome counts.
+					// A server that does not answer at all is: the
+					// reflector retries the streaming list without listing.
 					return w, err
 				}
 				f.record(err, changed, gone)
 				return w, err
 			},
 		},
-		ObjectType: obj,
-		Transform:  transform,
+		ObjectType: fc.obj,
+		Transform:  fc.transform,
 		Handler: cache.ResourceEventHandlerFuncs{
 			AddFunc: func(_ any) {
 				if f.listed.Load() {
@@ -98,7 +190,7 @@ func startFeed(ctx context.Context, what string, lw lister, obj runtime.Object, 
 				}
 			},
 			UpdateFunc: func(o, n any) {
-				if !sameButVersion(o, n) {
+				if fc.differ == nil || fc.differ(o, n) {
 					changed()
 				}
 			},
@@ -113,7 +205,24 @@ func startFeed(ctx context.Context, what string, lw lister, obj runtime.Object, 
 			changed()
 		}
 	}()
+	if f.stallAfter > 0 {
+		t := time.AfterFunc(f.stallAfter, func() {
+			if ctx.Err() == nil && !f.listed.Load() {
+				f.stalled.Store(true)
+				f.signal()
+				changed()
+			}
+		})
+		context.AfterFunc(ctx, func() { t.Stop() })
+	}
 	return f
+}
+
+// Answered reports whether an error is an API server's answer, as opposed
+// to a request that got none (a refused connection, a timeout).
+func Answered(err error) bool {
+	var status kerrors.APIStatus
+	return errors.As(err, &status)
 }
 
 // record remembers the outcome of a list or watch request. The reflector
@@ -147,7 +256,7 @@ func (f *feed) record(err error, changed, gone func()) {
 	}
 }
 
-// signal wakes the waits for the first list.
+// signal wakes the waits for the next outcome.
 func (f *feed) signal() {
 	f.mu.Lock()
 	close(f.next)
@@ -157,41 +266,29 @@ func (f *feed) signal() {
 
 func (f *feed) stop() { f.cancel() }
 
-// items waits up to wait for the first list, then returns the objects, or
-// the error of the last request when the cluster cannot be reached. A wait
-// for the first list ends early when the cluster refuses it for good
-// (credentials it does not accept fail at once, not after the wait), and
-// goes on through errors a retry may fix.
-func (f *feed) items(ctx context.Context, wait time.Duration) ([]any, error) {
+// items returns the objects, the error of the last request when the
+// cluster cannot be reached, or ErrPending before the first list has an
+// outcome. It never waits for the cluster.
+func (f *feed) items() ([]any, error) {
 	f.mu.Lock()
 	err := f.err
 	f.mu.Unlock()
-	if err == nil && f.ctl.HasSynced() {
+	switch {
+	case err != nil:
+		return nil, err
+	case f.ctl.HasSynced():
 		return f.store.List(), nil
+	case f.stalled.Load():
+		return nil, errors.Errorf(errFmtStalled, f.what, f.stallAfter)
+	default:
+		return nil, errors.Wrapf(ErrPending, errFmtPending, f.what)
 	}
-	ctx, cancel := context.WithTimeout(ctx, wait)
-	defer cancel()
-	for {
-		f.mu.Lock()
-		err, next := f.err, f.next
-		f.mu.Unlock()
-		synced := f.ctl.HasSynced()
-		switch {
-		case err != nil && (synced || clients.Refused(err) || kerrors.IsNotFound(err)):
-			return nil, err
-		case synced:
-			return f.store.List(), nil
-		}
-		select {
-		case <-ctx.Done():
-			f.mu.Lock()
-			err := f.err
-			f.mu.Unlock()
-			if err != nil {
-				return nil, err
-			}
-			return nil, errors.Errorf(errFmtNotSynced, f.what)
-		case <-next:
-		}
-	}
+}
+
+// outcome returns a channel that is closed when the feed lists for the
+// first time or the outcome of its requests changes.
+func (f *feed) outcome() <-chan struct{} {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.next
 }

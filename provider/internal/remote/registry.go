@@ -53,6 +53,8 @@ type User struct {
 type Registry struct {
 	ctx      context.Context
 	coalesce time.Duration
+	timeout  time.Duration
+	now      func() time.Time
 
 	mu       sync.Mutex
 	seq      uint64
@@ -75,6 +77,17 @@ func WithCoalesce(d time.Duration) RegistryOption {
 	return func(r *Registry) { r.coalesce = d }
 }
 
+// WithTimeout sets how long a request to a member cluster may take: a
+// list, the start of a watch, a write. Zero leaves requests unbounded.
+func WithTimeout(d time.Duration) RegistryOption {
+	return func(r *Registry) { r.timeout = d }
+}
+
+// WithClock sets the clock that tells whether a node's heartbeat is stale.
+func WithClock(now func() time.Time) RegistryOption {
+	return func(r *Registry) { r.now = now }
+}
+
 // WithSourceWatcher sets how the objects credentials are read from are
 // watched. Without one, a rotated Secret takes effect at the next poll.
 func WithSourceWatcher(w SourceWatcher) RegistryOption {
@@ -86,6 +99,8 @@ func NewRegistry(ctx context.Context, o ...RegistryOption) *Registry {
 	r := &Registry{
 		ctx:      ctx,
 		coalesce: DefaultCoalesce,
+		timeout:  DefaultTimeout,
+		now:      time.Now,
 		clusters: map[string]*Cluster{},
 		users:    map[User]string{},
 		queues:   map[string]workqueue.TypedRateLimitingInterface[reconcile.Request]{},
@@ -122,7 +137,7 @@ func (r *Registry) Acquire(u User, creds *clients.Credentials) *Cluster {
 	if !ok {
 		key := creds.Key
 		r.seq++
-		c = newCluster(r.ctx, r.seq, creds.Config, func(kinds ...string) { r.wake(key, kinds...) })
+		c = newCluster(r.ctx, r.seq, creds.Config, func(kinds ...string) { r.wake(key, kinds...) }, r.timeout, r.now)
 		r.clusters[key] = c
 	}
 	r.users[u] = creds.Key
@@ -240,6 +255,17 @@ func (r *Registry) wake(key string, kinds ...string) {
 				r.enqueueLocked(u)
 			}
 		}
+	}
+}
+
+// WakeAfter reconciles u once d has passed, or sooner if something else
+// wakes it: a node's heartbeat turns stale without any event, so its
+// inventory asks to look again when the first of them can.
+func (r *Registry) WakeAfter(u User, d time.Duration) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if q, ok := r.queues[u.Kind]; ok {
+		q.AddAfter(reconcile.Request{NamespacedName: u.NamespacedName}, d)
 	}
 }
 

@@ -66,7 +66,7 @@ func TestSlimNode(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{
 			Name: "a", UID: "u", ResourceVersion: "1",
 			Labels:      map[string]string{"role": "edge"},
-			Annotations: map[string]string{kilov1alpha1.AnnotationKey: "k", kilov1alpha1.AnnotationLocation: "dc1"},
+			Annotations: map[string]string{kilov1alpha1.AnnotationKey: "k", kilov1alpha1.AnnotationLocation: "dc1", kilov1alpha1.AnnotationLastSeen: "1700000000"},
 		},
 		Spec: corev1.NodeSpec{PodCIDR: "10.1.0.0/24", PodCIDRs: []string{"10.1.0.0/24"}},
 		Status: corev1.NodeStatus{
@@ -83,7 +83,7 @@ func TestSlimNode(t *testing.T) {
 		want   any
 	}{
 		"Node": {
-			reason: "Only the fields of the inventory contract are kept; heartbeats, managed fields and the rest go.",
+			reason: "Only the fields of the inventory contract are kept, Kilo's heartbeat among them; the kubelet's heartbeats, managed fields and the rest go.",
 			in:     fullNode("1700000000", t0, "1"),
 			want:   want,
 		},
@@ -111,8 +111,9 @@ func TestSlimNode(t *testing.T) {
 	}
 }
 
-func TestSameButVersion(t *testing.T) {
+func TestChanged(t *testing.T) {
 	t0 := time.Unix(1700000000, 0)
+	now := func() time.Time { return t0.Add(45 * time.Second) }
 	slim := func(n *corev1.Node) any {
 		s, _ := SlimNode(n)
 		return s
@@ -123,45 +124,58 @@ func TestSameButVersion(t *testing.T) {
 		return &kilov1alpha1.Peer{ObjectMeta: metav1.ObjectMeta{Name: "p", ResourceVersion: rv}, Spec: kilov1alpha1.PeerSpec{PublicKey: key}}
 	}
 	cases := map[string]struct {
-		reason string
-		a, b   any
-		want   bool
+		reason  string
+		changed func(a, b any) bool
+		a, b    any
+		want    bool
 	}{
 		"Heartbeat": {
-			reason: "Kilo's and the kubelet's heartbeats change nothing that is kept: no wake-up.",
-			a:      slim(fullNode("1700000000", t0, "1")),
-			b:      slim(fullNode("1700000030", t0.Add(30*time.Second), "2")),
-			want:   true,
+			reason:  "Kilo's and the kubelet's heartbeats that keep the node fresh change nothing: no wake-up.",
+			changed: nodeChanged(now),
+			a:       slim(fullNode("1700000000", t0, "1")),
+			b:       slim(fullNode("1700000030", t0.Add(30*time.Second), "2")),
+			want:    false,
+		},
+		"Revived": {
+			reason:  "A heartbeat that makes a stale node fresh is a change.",
+			changed: nodeChanged(now),
+			a:       slim(fullNode("1699999000", t0, "1")),
+			b:       slim(fullNode("1700000030", t0, "2")),
+			want:    true,
 		},
 		"Key": {
-			reason: "A new key is a change.",
-			a:      slim(fullNode("1700000000", t0, "1")),
-			b:      slim(changedKey),
-			want:   false,
+			reason:  "A new key is a change.",
+			changed: nodeChanged(now),
+			a:       slim(fullNode("1700000000", t0, "1")),
+			b:       slim(changedKey),
+			want:    true,
 		},
 		"PeerSame": {
-			reason: "A Peer written again unchanged is no change.",
-			a:      peer("1", "k"),
-			b:      peer("2", "k"),
-			want:   true,
+			reason:  "A Peer written again unchanged is no change.",
+			changed: peerChanged,
+			a:       peer("1", "k"),
+			b:       peer("2", "k"),
+			want:    false,
 		},
 		"PeerChanged": {
-			reason: "A Peer with a new key is a change.",
-			a:      peer("1", "k"),
-			b:      peer("2", "k2"),
-			want:   false,
+			reason:  "A Peer with a new key is a change.",
+			changed: peerChanged,
+			a:       peer("1", "k"),
+			b:       peer("2", "k2"),
+			want:    true,
 		},
 		"Mixed": {
-			reason: "Objects of different kinds differ.",
-			a:      peer("1", "k"),
-			b:      slim(fullNode("1", t0, "1")),
-			want:   false,
+			reason:  "Objects of different kinds differ.",
+			changed: peerChanged,
+			a:       peer("1", "k"),
+			b:       slim(fullNode("1", t0, "1")),
+			want:    true,
 		},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			if got := sameButVersion(tc.a, tc.b); got != tc.want {
-				t.Errorf("\n%s\nsameButVersion(...): want %t, got %t", tc.reason, tc.want, got)
+			if got := tc.changed(tc.a, tc.b); got != tc.want {
+				t.Errorf("\n%s\nchanged(...): want %t, got %t", tc.reason, tc.want, got)
 			}
 		})
 	}

@@ -46,6 +46,7 @@ import (
 	"github.com/kilomesh/kilomesh/apis/kube/v1alpha1"
 	"github.com/kilomesh/kilomesh/provider/internal/clients"
 	"github.com/kilomesh/kilomesh/provider/internal/remote"
+	"github.com/kilomesh/kilomesh/provider/inventory"
 )
 
 // MaxStatusBytes is the most status an inventory publishes. etcd refuses
@@ -62,14 +63,15 @@ const (
 	errObservePeers = "cannot observe the Peers of the cluster"
 )
 
-// Setup adds a controller that reconciles NodeInventories.
-func Setup(mgr ctrl.Manager, o controller.Options, reg *remote.Registry, usage *clients.UsageTracker, res *clients.Resolver) error {
+// Setup adds a controller that reconciles NodeInventories. The clock now
+// tells whether a node's heartbeat is stale.
+func Setup(mgr ctrl.Manager, o controller.Options, reg *remote.Registry, usage *clients.UsageTracker, res *clients.Resolver, now func() time.Time) error {
 	name := managed.ControllerName(v1alpha1.NodeInventoryKind)
 	c := &connector{
 		resolver: res,
 		usage:    usage,
 		registry: reg,
-		now:      time.Now,
+		now:      now,
 	}
 	opts := []managed.ReconcilerOption{
 		managed.WithTypedExternalConnector[*v1alpha1.NodeInventory](c),
@@ -130,7 +132,15 @@ func (c *connector) Connect(ctx context.Context, cr *v1alpha1.NodeInventory) (ma
 	if err := c.usage.Track(ctx, cr); err != nil {
 		return nil, err
 	}
-	return &external{cluster: c.registry.Acquire(u, creds), origin: creds.Origin, now: c.now, maxBytes: MaxStatusBytes}, nil
+	return &external{
+		cluster:  c.registry.Acquire(u, creds),
+		origin:   creds.Origin,
+		now:      c.now,
+		maxBytes: MaxStatusBytes,
+		wakeAfter: func(d time.Duration) {
+			c.registry.WakeAfter(u, d)
+		},
+	}, nil
 }
 
 // A Cluster is the part of a member cluster an inventory reads.
@@ -146,12 +156,16 @@ type external struct {
 	origin   string
 	now      func() time.Time
 	maxBytes int
+	// wakeAfter observes the inventory again after a while: a node's
+	// heartbeat turns stale without any event.
+	wakeAfter func(d time.Duration)
 }
 
 // Observe publishes the cluster's Nodes (and foreign Peers) in the
 // inventory's status. Status changes only when a published field changes
 // (or when the inventory recovers from an error), so the heartbeats of Kilo
-// and the kubelet cause no writes.
+// and the kubelet cause no writes; a node whose heartbeat goes stale or
+// fresh again is a change.
 func (e *external) Observe(ctx context.Context, cr *v1alpha1.NodeInventory) (managed.ExternalObservation, error) {
 	// An absent selector selects every Node (LabelSelectorAsSelector
 	// would select none).
@@ -163,6 +177,9 @@ func (e *external) Observe(ctx context.Context, cr *v1alpha1.NodeInventory) (man
 		}
 	}
 	nodes, err := e.cluster.Nodes(ctx)
+	if errors.Is(err, remote.ErrPending) {
+		return pending(cr, err)
+	}
 	if err != nil {
 		return managed.ExternalObservation{}, errors.Wrap(clients.Explain(err, e.origin), errObserveNodes)
 	}
@@ -172,13 +189,19 @@ func (e *external) Observe(ctx context.Context, cr *v1alpha1.NodeInventory) (man
 		switch {
 		case errors.Is(err, remote.ErrPeerCRDMissing):
 			// A cluster without Kilo's Peer has no Peer in anyone's way.
+		case errors.Is(err, remote.ErrPending):
+			return pending(cr, err)
 		case err != nil:
 			return managed.ExternalObservation{}, errors.Wrap(clients.Explain(err, e.origin), errObservePeers)
 		default:
-			foreign = ObserveForeignPeers(peers, cr.Spec.ForProvider.OwnedPeerLabels)
+			foreign = inventory.ObserveForeignPeers(peers, cr.Spec.ForProvider.OwnedPeerLabels)
 		}
 	}
-	observed := ObserveNodes(nodes, sel)
+	now := e.now()
+	observed := inventory.ObserveNodes(nodes, sel, now)
+	if next, ok := inventory.NextStale(nodes, sel, now); ok && e.wakeAfter != nil {
+		e.wakeAfter(next.Sub(now))
+	}
 
 	at := &cr.Status.AtProvider
 	recovering := cr.GetCondition(xpv2.TypeSynced).Status != corev1.ConditionTrue
@@ -186,7 +209,7 @@ func (e *external) Observe(ctx context.Context, cr *v1alpha1.NodeInventory) (man
 		!equality.Semantic.DeepEqual(at.Nodes, observed) ||
 		!equality.Semantic.DeepEqual(at.ForeignPeers, foreign) {
 		next := v1alpha1.NodeInventoryObservation{
-			ObservedAt:   &metav1.Time{Time: e.now().UTC().Truncate(time.Second)},
+			ObservedAt:   &metav1.Time{Time: now.UTC().Truncate(time.Second)},
 			NodeCount:    len(observed),
 			Nodes:        observed,
 			ForeignPeers: foreign,
@@ -201,6 +224,18 @@ func (e *external) Observe(ctx context.Context, cr *v1alpha1.NodeInventory) (man
 		*at = next
 	}
 	cr.SetConditions(xpv2.Available())
+	return managed.ExternalObservation{ResourceExists: true, ResourceUpToDate: true}, nil
+}
+
+// pending is the observation of an inventory whose cluster has not
+// answered its watch yet. Nothing is known, so nothing changes: the end of
+// the first list, or its failure, wakes the inventory again. Only an
+// inventory that already reports an error goes on reporting one, so that a
+// member which cannot be reached is never shown as synced in between.
+func pending(cr *v1alpha1.NodeInventory, err error) (managed.ExternalObservation, error) {
+	if c := cr.GetCondition(xpv2.TypeSynced); c.Status == corev1.ConditionFalse {
+		return managed.ExternalObservation{}, err
+	}
 	return managed.ExternalObservation{ResourceExists: true, ResourceUpToDate: true}, nil
 }
 

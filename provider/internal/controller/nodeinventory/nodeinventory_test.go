@@ -18,6 +18,7 @@ package nodeinventory
 
 import (
 	"context"
+	"strconv"
 	"testing"
 	"time"
 
@@ -55,8 +56,16 @@ func (c *fakeCluster) Peers(context.Context) ([]*kilov1alpha1.Peer, error) {
 func TestObserve(t *testing.T) {
 	then := metav1.NewTime(time.Date(2026, 11, 22, 1, 0, 0, 0, time.UTC))
 	now := time.Date(2026, 11, 22, 2, 0, 0, 500, time.UTC)
-	nodeA := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "a", Annotations: map[string]string{kilov1alpha1.AnnotationKey: "k"}}}
+	// in is how long from now until the whole second s seconds after now.
+	in := func(s int64) time.Duration { return time.Unix(now.Unix()+s, 0).Sub(now) }
+	seen := func(ago time.Duration) string { return strconv.FormatInt(now.Add(-ago).Unix(), 10) }
+	nodeAt := func(ago time.Duration) *corev1.Node {
+		return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "a", Annotations: map[string]string{kilov1alpha1.AnnotationKey: "k", kilov1alpha1.AnnotationLastSeen: seen(ago)}}}
+	}
+	// nodeA's heartbeat is 10 s old: it turns stale in 50 s.
+	nodeA := nodeAt(10 * time.Second)
 	observedA := []v1alpha1.ObservedNode{{Name: "a", Kilo: &v1alpha1.KiloAnnotations{Key: "k"}}}
+	staleA := []v1alpha1.ObservedNode{{Name: "a", Kilo: &v1alpha1.KiloAnnotations{Key: "k"}, Stale: true}}
 	inventory := func(synced corev1.ConditionStatus, at v1alpha1.NodeInventoryObservation, owned map[string]string) *v1alpha1.NodeInventory {
 		ni := &v1alpha1.NodeInventory{}
 		ni.Spec.ForProvider.OwnedPeerLabels = owned
@@ -67,9 +76,10 @@ func TestObserve(t *testing.T) {
 		return ni
 	}
 	type want struct {
-		obs managed.ExternalObservation
-		at  v1alpha1.NodeInventoryObservation
-		err error
+		obs  managed.ExternalObservation
+		at   v1alpha1.NodeInventoryObservation
+		err  error
+		wake time.Duration
 	}
 	cases := map[string]struct {
 		reason   string
@@ -84,8 +94,9 @@ func TestObserve(t *testing.T) {
 			cr:       inventory(corev1.ConditionTrue, v1alpha1.NodeInventoryObservation{ObservedAt: &then}, nil),
 			maxBytes: 80,
 			want: want{
-				at:  v1alpha1.NodeInventoryObservation{ObservedAt: &then},
-				err: errors.Errorf(errFmtTooLarge, 2, 120, 80),
+				at:   v1alpha1.NodeInventoryObservation{ObservedAt: &then},
+				err:  errors.Errorf(errFmtTooLarge, 2, 147, 80),
+				wake: in(50),
 			},
 		},
 		"FirstObservation": {
@@ -93,17 +104,66 @@ func TestObserve(t *testing.T) {
 			cluster: &fakeCluster{nodes: []*corev1.Node{nodeA}},
 			cr:      inventory("", v1alpha1.NodeInventoryObservation{}, nil),
 			want: want{
-				obs: managed.ExternalObservation{ResourceExists: true, ResourceUpToDate: true},
-				at:  v1alpha1.NodeInventoryObservation{ObservedAt: &metav1.Time{Time: now.Truncate(time.Second)}, Nodes: observedA},
+				obs:  managed.ExternalObservation{ResourceExists: true, ResourceUpToDate: true},
+				at:   v1alpha1.NodeInventoryObservation{ObservedAt: &metav1.Time{Time: now.Truncate(time.Second)}, NodeCount: 1, Nodes: observedA},
+				wake: in(50),
 			},
 		},
 		"Unchanged": {
 			reason:  "An observation equal to the status leaves it, observedAt included, untouched: no write.",
 			cluster: &fakeCluster{nodes: []*corev1.Node{nodeA}},
-			cr:      inventory(corev1.ConditionTrue, v1alpha1.NodeInventoryObservation{ObservedAt: &then, Nodes: observedA}, nil),
+			cr:      inventory(corev1.ConditionTrue, v1alpha1.NodeInventoryObservation{ObservedAt: &then, NodeCount: 1, Nodes: observedA}, nil),
+			want: want{
+				obs:  managed.ExternalObservation{ResourceExists: true, ResourceUpToDate: true},
+				at:   v1alpha1.NodeInventoryObservation{ObservedAt: &then, NodeCount: 1, Nodes: observedA},
+				wake: in(50),
+			},
+		},
+		"Heartbeat": {
+			reason:  "A newer heartbeat that keeps the node fresh changes nothing; the inventory looks again when the new heartbeat can turn stale.",
+			cluster: &fakeCluster{nodes: []*corev1.Node{nodeAt(0)}},
+			cr:      inventory(corev1.ConditionTrue, v1alpha1.NodeInventoryObservation{ObservedAt: &then, NodeCount: 1, Nodes: observedA}, nil),
+			want: want{
+				obs:  managed.ExternalObservation{ResourceExists: true, ResourceUpToDate: true},
+				at:   v1alpha1.NodeInventoryObservation{ObservedAt: &then, NodeCount: 1, Nodes: observedA},
+				wake: in(60),
+			},
+		},
+		"TurnedStale": {
+			reason:  "A node whose heartbeat is 60 s old is published as stale, and nothing is left to turn stale.",
+			cluster: &fakeCluster{nodes: []*corev1.Node{nodeAt(time.Minute)}},
+			cr:      inventory(corev1.ConditionTrue, v1alpha1.NodeInventoryObservation{ObservedAt: &then, NodeCount: 1, Nodes: observedA}, nil),
 			want: want{
 				obs: managed.ExternalObservation{ResourceExists: true, ResourceUpToDate: true},
-				at:  v1alpha1.NodeInventoryObservation{ObservedAt: &then, Nodes: observedA},
+				at:  v1alpha1.NodeInventoryObservation{ObservedAt: &metav1.Time{Time: now.Truncate(time.Second)}, NodeCount: 1, Nodes: staleA},
+			},
+		},
+		"FreshAgain": {
+			reason:  "A stale node with a new heartbeat is published as fresh.",
+			cluster: &fakeCluster{nodes: []*corev1.Node{nodeA}},
+			cr:      inventory(corev1.ConditionTrue, v1alpha1.NodeInventoryObservation{ObservedAt: &then, NodeCount: 1, Nodes: staleA}, nil),
+			want: want{
+				obs:  managed.ExternalObservation{ResourceExists: true, ResourceUpToDate: true},
+				at:   v1alpha1.NodeInventoryObservation{ObservedAt: &metav1.Time{Time: now.Truncate(time.Second)}, NodeCount: 1, Nodes: observedA},
+				wake: in(50),
+			},
+		},
+		"Pending": {
+			reason:  "While the cluster has not answered the watch yet, nothing is known and nothing changes: no error, no write.",
+			cluster: &fakeCluster{nodesErr: errors.Wrap(remote.ErrPending, "cannot read Nodes")},
+			cr:      inventory(corev1.ConditionTrue, v1alpha1.NodeInventoryObservation{ObservedAt: &then, NodeCount: 1, Nodes: observedA}, nil),
+			want: want{
+				obs: managed.ExternalObservation{ResourceExists: true, ResourceUpToDate: true},
+				at:  v1alpha1.NodeInventoryObservation{ObservedAt: &then, NodeCount: 1, Nodes: observedA},
+			},
+		},
+		"PendingAfterError": {
+			reason:  "An inventory that reports an error goes on reporting one while the cluster has not answered: it never shows as synced in between.",
+			cluster: &fakeCluster{nodesErr: errors.Wrap(remote.ErrPending, "cannot read Nodes")},
+			cr:      inventory(corev1.ConditionFalse, v1alpha1.NodeInventoryObservation{ObservedAt: &then, NodeCount: 1, Nodes: observedA}, nil),
+			want: want{
+				at:  v1alpha1.NodeInventoryObservation{ObservedAt: &then, NodeCount: 1, Nodes: observedA},
+				err: errors.Wrap(remote.ErrPending, "cannot read Nodes"),
 			},
 		},
 		"Changed": {
@@ -120,8 +180,9 @@ func TestObserve(t *testing.T) {
 			cluster: &fakeCluster{nodes: []*corev1.Node{nodeA}},
 			cr:      inventory(corev1.ConditionFalse, v1alpha1.NodeInventoryObservation{ObservedAt: &then, Nodes: observedA}, nil),
 			want: want{
-				obs: managed.ExternalObservation{ResourceExists: true, ResourceUpToDate: true},
-				at:  v1alpha1.NodeInventoryObservation{ObservedAt: &metav1.Time{Time: now.Truncate(time.Second)}, Nodes: observedA},
+				obs:  managed.ExternalObservation{ResourceExists: true, ResourceUpToDate: true},
+				at:   v1alpha1.NodeInventoryObservation{ObservedAt: &metav1.Time{Time: now.Truncate(time.Second)}, NodeCount: 1, Nodes: observedA},
+				wake: in(50),
 			},
 		},
 		"Unreachable": {
@@ -135,11 +196,11 @@ func TestObserve(t *testing.T) {
 		},
 		"ForeignPeers": {
 			reason:  "Peers without the owned labels are published.",
-			cluster: &fakeCluster{peers: []*kilov1alpha1.Peer{{ObjectMeta: metav1.ObjectMeta{Name: "p"}, Spec: kilov1alpha1.PeerSpec{PublicKey: "k"}}}},
+			cluster: &fakeCluster{peers: []*kilov1alpha1.Peer{{ObjectMeta: metav1.ObjectMeta{Name: "p"}, Spec: kilov1alpha1.PeerSpec{PublicKey: "k", AllowedIPs: []string{"10.9.0.0/16"}}}}},
 			cr:      inventory(corev1.ConditionTrue, v1alpha1.NodeInventoryObservation{ObservedAt: &then}, map[string]string{"mesh": "m"}),
 			want: want{
 				obs: managed.ExternalObservation{ResourceExists: true, ResourceUpToDate: true},
-				at:  v1alpha1.NodeInventoryObservation{ObservedAt: &metav1.Time{Time: now.Truncate(time.Second)}, ForeignPeers: []v1alpha1.ForeignPeer{{Name: "p", PublicKey: "k"}}},
+				at:  v1alpha1.NodeInventoryObservation{ObservedAt: &metav1.Time{Time: now.Truncate(time.Second)}, ForeignPeers: []v1alpha1.ForeignPeer{{Name: "p", PublicKey: "k", AllowedIPs: []string{"10.9.0.0/16"}}}},
 			},
 		},
 		"NoPeerCRD": {
@@ -167,8 +228,12 @@ func TestObserve(t *testing.T) {
 			if maxBytes == 0 {
 				maxBytes = MaxStatusBytes
 			}
-			e := &external{cluster: tc.cluster, now: func() time.Time { return now }, maxBytes: maxBytes}
+			var wake time.Duration
+			e := &external{cluster: tc.cluster, now: func() time.Time { return now }, maxBytes: maxBytes, wakeAfter: func(d time.Duration) { wake = d }}
 			obs, err := e.Observe(context.Background(), tc.cr)
+			if wake != tc.want.wake {
+				t.Errorf("\n%s\nObserve(...): wakes the inventory again after %s, want %s", tc.reason, wake, tc.want.wake)
+			}
 			if diff := cmp.Diff(tc.want.err, err, test.EquateErrors()); diff != "" {
 				t.Errorf("\n%s\nObserve(...): -want error, +got error:\n%s", tc.reason, diff)
 			}

@@ -20,10 +20,12 @@ package peerset
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	corev1 "k8s.io/api/core/v1"
 	kerrors "k8s.io/apimachinery/pkg/api/errors"
@@ -50,6 +52,7 @@ import (
 	"github.com/kilomesh/kilomesh/apis/kube/v1alpha1"
 	"github.com/kilomesh/kilomesh/provider/internal/clients"
 	"github.com/kilomesh/kilomesh/provider/internal/remote"
+	"github.com/kilomesh/kilomesh/provider/inventory"
 )
 
 const (
@@ -57,10 +60,22 @@ const (
 	errClient       = "cannot create a client for the cluster"
 	errFmtApply     = "cannot apply %d of %d Peers"
 	errFmtDelete    = "cannot delete %d of %d Peers"
+	errFmtSkipped   = "%d Peers were not written: the cluster stopped answering"
 	errConvert      = "cannot convert the Peer for apply"
 	errFmtApplyPeer = "cannot apply Peer %q"
 	errFmtPutPeer   = "cannot replace Peer %q"
 	errFmtDelPeer   = "cannot delete Peer %q"
+	errMeasure      = "cannot measure spec.forProvider.peers"
+	errFmtTooLarge  = "spec.forProvider.peers: the %d Peers take %d bytes, more than the %d one PeerSet can hold (etcd keeps objects of at most 1.5 MiB, managed fields and status included): nothing is applied; split the mesh or select fewer nodes"
+
+	msgFmtTaken = "a Peer named %q was created in the cluster by someone else; it is not taken over"
+)
+
+// The status reports at most maxProblems problems, each message cut to
+// maxProblemBytes; the Ready condition counts them all.
+const (
+	maxProblems     = 100
+	maxProblemBytes = 1024
 )
 
 // ReasonPeerProblems is the reason of a PeerSet's Ready=False condition when
@@ -139,7 +154,7 @@ func (c *connector) Connect(ctx context.Context, cr *v1alpha1.PeerSet) (managed.
 	if err != nil {
 		return nil, errors.Wrap(err, errClient)
 	}
-	return &external{peers: cl, kube: kc, origin: creds.Origin}, nil
+	return &external{peers: cl, kube: kc, origin: creds.Origin, manager: FieldManager(cr.GetNamespace(), cr.GetName())}, nil
 }
 
 // PeerLister lists the Peers of a cluster.
@@ -154,6 +169,8 @@ type external struct {
 	kube  client.Client
 	// origin names the credentials, to explain a refusal.
 	origin string
+	// manager is the set's own field manager.
+	manager string
 
 	// plan is the result of the last Observe, used by the Create, Update or
 	// Delete of the same reconcile, and selector the set's selector.
@@ -161,20 +178,42 @@ type external struct {
 	selector map[string]string
 }
 
-// Observe compares the set with the Peers of the cluster.
+// Observe compares the set with the Peers of the cluster. A set whose
+// selector reaches beyond its own namespace's meshes, or whose Peers would
+// not fit one object, is refused before anything is written.
 func (e *external) Observe(ctx context.Context, cr *v1alpha1.PeerSet) (managed.ExternalObservation, error) {
+	selector, err := Selector(cr.GetNamespace(), cr.Spec.ForProvider.Selector)
+	if err != nil {
+		if meta.WasDeleted(cr) {
+			// A set that was always refused never wrote a Peer.
+			return managed.ExternalObservation{ResourceExists: false}, nil
+		}
+		return managed.ExternalObservation{}, err
+	}
+	if !meta.WasDeleted(cr) {
+		if err := checkSize(cr.Spec.ForProvider.Peers); err != nil {
+			return managed.ExternalObservation{}, err
+		}
+	}
 	actual, err := e.peers.Peers(ctx)
-	if meta.WasDeleted(cr) && errors.Is(err, remote.ErrPeerCRDMissing) {
+	switch {
+	case meta.WasDeleted(cr) && errors.Is(err, remote.ErrPeerCRDMissing):
 		// Without the CRD there is no Peer left to delete.
 		return managed.ExternalObservation{ResourceExists: false}, nil
-	}
-	if err != nil {
+	case errors.Is(err, remote.ErrPending) && !meta.WasDeleted(cr) && cr.GetCondition(xpv2.TypeSynced).Status != corev1.ConditionFalse:
+		// The cluster has not answered the watch yet: nothing is known,
+		// so nothing is written and nothing changes. The end of the first
+		// list, or its failure, wakes the set again.
+		return managed.ExternalObservation{ResourceExists: true, ResourceUpToDate: true}, nil
+	case err != nil:
 		// A set that cannot read its cluster does nothing: above all, it
 		// deletes no Peer.
 		return managed.ExternalObservation{}, errors.Wrap(clients.Explain(err, e.origin), errObservePeers)
 	}
-	e.plan = NewPlan(cr.Spec.ForProvider, actual)
-	e.selector = cr.Spec.ForProvider.Selector
+	params := cr.Spec.ForProvider
+	params.Selector = selector
+	e.plan = NewPlan(params, actual)
+	e.selector = selector
 	if meta.WasDeleted(cr) {
 		return managed.ExternalObservation{ResourceExists: len(e.plan.Owned) > 0}, nil
 	}
@@ -187,6 +226,20 @@ func (e *external) Observe(ctx context.Context, cr *v1alpha1.PeerSet) (managed.E
 		ResourceUpToDate: e.plan.UpToDate(),
 		Diff:             e.diff(),
 	}, nil
+}
+
+// checkSize refuses desired Peers that one PeerSet cannot hold
+// (v1alpha1.MaxPeersBytes, measured by TestPeerSetBytes), before anything is
+// written, instead of applying them and then failing to record the set.
+func checkSize(peers []v1alpha1.DesiredPeer) error {
+	b, err := json.Marshal(peers)
+	if err != nil {
+		return errors.Wrap(err, errMeasure)
+	}
+	if len(b) > v1alpha1.MaxPeersBytes {
+		return errors.Errorf(errFmtTooLarge, len(peers), len(b), v1alpha1.MaxPeersBytes)
+	}
+	return nil
 }
 
 func (e *external) diff() string {
@@ -203,20 +256,23 @@ func (e *external) Create(ctx context.Context, cr *v1alpha1.PeerSet) (managed.Ex
 }
 
 // Update applies the desired Peers that are missing or differ and deletes
-// the owned Peers no longer desired. A Peer the API server rejects is
-// reported as a problem; the others are still applied.
+// the owned Peers no longer desired. A Peer the API server rejects, or whose
+// name someone else took meanwhile, is reported as a problem; the others are
+// still applied. Once the cluster stops answering, nothing more is tried.
 func (e *external) Update(ctx context.Context, cr *v1alpha1.PeerSet) (managed.ExternalUpdate, error) {
-	rejected, failed := e.applyAll(ctx, e.plan.Apply)
-	problems := append(append([]v1alpha1.PeerProblem(nil), e.plan.Problems...), rejected...)
+	out := e.applyAll(ctx, e.plan.Apply)
+	problems := append(append([]v1alpha1.PeerProblem(nil), e.plan.Problems...), out.rejected...)
 	sort.SliceStable(problems, func(i, j int) bool { return problems[i].Peer < problems[j].Peer })
-	setStatus(cr, e.plan.Desired, e.plan.Applied+len(e.plan.Apply)-len(rejected)-len(failed), problems)
+	setStatus(cr, e.plan.Desired, e.plan.Applied+len(e.plan.Apply)-len(out.rejected)-len(out.failed)-out.skipped, problems)
 
 	var errs []error
-	if len(failed) > 0 {
-		errs = append(errs, errors.Wrapf(errors.Join(failed...), errFmtApply, len(failed), len(e.plan.Apply)))
+	if len(out.failed) > 0 {
+		errs = append(errs, errors.Wrapf(errors.Join(out.failed...), errFmtApply, len(out.failed), len(e.plan.Apply)))
 	}
-	if derr := e.deleteAll(ctx, e.plan.Delete); len(derr) > 0 {
-		errs = append(errs, errors.Wrapf(errors.Join(derr...), errFmtDelete, len(derr), len(e.plan.Delete)))
+	if out.skipped > 0 {
+		errs = append(errs, errors.Errorf(errFmtSkipped, out.skipped))
+	} else if derr, skipped := e.deleteAll(ctx, e.plan.Delete); len(derr) > 0 || skipped > 0 {
+		errs = append(errs, deleteError(derr, skipped, len(e.plan.Delete)))
 	}
 	if len(errs) > 0 {
 		return managed.ExternalUpdate{}, errors.Join(errs...)
@@ -226,60 +282,88 @@ func (e *external) Update(ctx context.Context, cr *v1alpha1.PeerSet) (managed.Ex
 
 // Delete deletes every Peer the set owns, and nothing else.
 func (e *external) Delete(ctx context.Context, _ *v1alpha1.PeerSet) (managed.ExternalDelete, error) {
-	if derr := e.deleteAll(ctx, e.plan.Owned); len(derr) > 0 {
-		return managed.ExternalDelete{}, errors.Wrapf(errors.Join(derr...), errFmtDelete, len(derr), len(e.plan.Owned))
+	if derr, skipped := e.deleteAll(ctx, e.plan.Owned); len(derr) > 0 || skipped > 0 {
+		return managed.ExternalDelete{}, deleteError(derr, skipped, len(e.plan.Owned))
 	}
 	return managed.ExternalDelete{}, nil
+}
+
+func deleteError(errs []error, skipped, total int) error {
+	failed := len(errs)
+	if skipped > 0 {
+		errs = append(errs, errors.Errorf(errFmtSkipped, skipped))
+	}
+	return errors.Wrapf(errors.Join(errs...), errFmtDelete, failed+skipped, total)
 }
 
 // Disconnect does nothing: the watch is shared and outlives a reconcile.
 func (e *external) Disconnect(_ context.Context) error { return nil }
 
-// applyAll applies the changes, several at a time. It returns the Peers the
-// API server rejected, and the errors that may pass on a retry.
-func (e *external) applyAll(ctx context.Context, changes []Change) ([]v1alpha1.PeerProblem, []error) {
+// applied is the outcome of applyAll.
+type applied struct {
+	// rejected are the Peers the API server rejected or whose name someone
+	// else took.
+	rejected []v1alpha1.PeerProblem
+	// failed are the errors that may pass on a retry.
+	failed []error
+	// skipped counts the Peers not tried once the cluster stopped
+	// answering.
+	skipped int
+}
+
+// applyAll applies the changes, several at a time.
+func (e *external) applyAll(ctx context.Context, changes []Change) applied {
 	var (
-		mu       sync.Mutex
-		rejected []v1alpha1.PeerProblem
-		failed   []error
+		mu  sync.Mutex
+		out applied
 	)
-	forEach(len(changes), func(i int) {
+	out.skipped = forEach(len(changes), func(i int) error {
 		err := e.apply(ctx, changes[i])
 		if err == nil {
-			return
+			return nil
 		}
 		mu.Lock()
 		defer mu.Unlock()
-		if kerrors.IsInvalid(err) || kerrors.IsBadRequest(err) {
-			rejected = append(rejected, v1alpha1.PeerProblem{Peer: changes[i].Want.Name, Reason: v1alpha1.ReasonPeerInvalid, Message: err.Error()})
-			return
+		switch {
+		case kerrors.IsAlreadyExists(err):
+			out.rejected = append(out.rejected, v1alpha1.PeerProblem{Peer: changes[i].Want.Name, Reason: v1alpha1.ReasonPeerNameConflict, Message: fmt.Sprintf(msgFmtTaken, changes[i].Want.Name)})
+		case kerrors.IsInvalid(err) || kerrors.IsBadRequest(err):
+			out.rejected = append(out.rejected, v1alpha1.PeerProblem{Peer: changes[i].Want.Name, Reason: v1alpha1.ReasonPeerInvalid, Message: err.Error()})
+		default:
+			out.failed = append(out.failed, err)
 		}
-		failed = append(failed, err)
+		return err
 	})
-	return rejected, failed
+	return out
 }
 
-// apply writes one Peer with server-side apply as field manager kilomesh.
+// apply writes one Peer with the set's own field manager.
 //
-// A new Peer is applied without forcing, so that a Peer someone else created
-// under the same name since the watch last looked makes the apply fail
-// instead of being taken over. An owned Peer is applied with force and with
-// its resource version as a precondition, so a Peer that changed hands in
-// the meantime is not touched either. Server-side apply leaves fields that
-// another manager added (a hand edit adding a field this set does not set);
-// when the result still differs, the Peer is replaced with an update.
+// A new Peer is created, never applied: a Peer someone else created under
+// the same name since the watch last looked makes the create fail instead
+// of being taken over, even when its content is the same (an apply without
+// force would adopt an identical object). An owned Peer is applied with
+// force and with its resource version as a precondition, so a Peer that
+// changed hands in the meantime is not touched either. Server-side apply
+// leaves fields that another manager added (a hand edit adding a field
+// this set does not set); when the result still differs, the Peer is
+// replaced with an update.
 func (e *external) apply(ctx context.Context, c Change) error {
+	if c.Have == nil {
+		p := c.Want.DeepCopy()
+		if err := e.kube.Create(ctx, p, client.FieldOwner(e.manager)); err != nil {
+			return errors.Wrapf(err, errFmtApplyPeer, c.Want.Name)
+		}
+		return nil
+	}
 	u, err := toUnstructured(c.Want)
 	if err != nil {
 		return err
 	}
-	opts := []client.ApplyOption{client.FieldOwner(clients.FieldOwner)}
-	if c.Have != nil {
-		u.SetResourceVersion(c.Have.ResourceVersion)
-		opts = append(opts, client.ForceOwnership)
-	}
+	opts := []client.ApplyOption{client.FieldOwner(e.manager), client.ForceOwnership}
+	u.SetResourceVersion(c.Have.ResourceVersion)
 	err = e.kube.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), opts...)
-	if kerrors.IsConflict(err) && c.Have != nil {
+	if kerrors.IsConflict(err) {
 		// The watch lagged behind a change (often this set's own last
 		// apply): look again, and apply once more if the Peer is still ours.
 		fresh := &kilov1alpha1.Peer{}
@@ -312,7 +396,7 @@ func (e *external) apply(ctx context.Context, c Change) error {
 		}
 		got.Labels[k] = v
 	}
-	if err := e.kube.Update(ctx, got, client.FieldOwner(clients.FieldOwner)); err != nil {
+	if err := e.kube.Update(ctx, got, client.FieldOwner(e.manager)); err != nil {
 		return errors.Wrapf(err, errFmtPutPeer, c.Want.Name)
 	}
 	return nil
@@ -320,13 +404,14 @@ func (e *external) apply(ctx context.Context, c Change) error {
 
 // deleteAll deletes the Peers, each only if it is still the object the
 // watch saw (same UID and resource version), so a Peer that lost the set's
-// labels in the meantime is never deleted.
-func (e *external) deleteAll(ctx context.Context, peers []*kilov1alpha1.Peer) []error {
+// labels in the meantime is never deleted. It returns the errors, and how
+// many Peers it did not try once the cluster stopped answering.
+func (e *external) deleteAll(ctx context.Context, peers []*kilov1alpha1.Peer) ([]error, int) {
 	var (
 		mu   sync.Mutex
 		errs []error
 	)
-	forEach(len(peers), func(i int) {
+	skipped := forEach(len(peers), func(i int) error {
 		p := peers[i]
 		rv := p.ResourceVersion
 		err := e.kube.Delete(ctx, &kilov1alpha1.Peer{ObjectMeta: metav1.ObjectMeta{Name: p.Name}},
@@ -340,34 +425,53 @@ func (e *external) deleteAll(ctx context.Context, peers []*kilov1alpha1.Peer) []
 			} else if Owns(e.selector, fresh) {
 				frv := fresh.ResourceVersion
 				err = e.kube.Delete(ctx, fresh, client.Preconditions{UID: &fresh.UID, ResourceVersion: &frv})
+			} else {
+				err = nil
 			}
 		}
 		if resource.IgnoreNotFound(err) != nil {
 			mu.Lock()
 			errs = append(errs, errors.Wrapf(err, errFmtDelPeer, p.Name))
 			mu.Unlock()
+			return err
 		}
+		return nil
 	})
-	return errs
+	return errs, skipped
 }
 
-func forEach(n int, fn func(i int)) {
+// forEach calls fn for 0 to n-1, several at a time. Once a call fails
+// without an answer from the API server (a timeout, a refused connection),
+// no further call is made: a cluster that stopped answering would make each
+// of them wait out its timeout. It returns how many calls it did not make.
+func forEach(n int, fn func(i int) error) int {
 	next := make(chan int)
-	var wg sync.WaitGroup
+	var (
+		wg      sync.WaitGroup
+		stopped atomic.Bool
+	)
 	for range min(workers, n) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for i := range next {
-				fn(i)
+				if err := fn(i); err != nil && !remote.Answered(err) {
+					stopped.Store(true)
+				}
 			}
 		}()
 	}
+	skipped := 0
 	for i := range n {
+		if stopped.Load() {
+			skipped = n - i
+			break
+		}
 		next <- i
 	}
 	close(next)
 	wg.Wait()
+	return skipped
 }
 
 func toUnstructured(p *kilov1alpha1.Peer) (*unstructured.Unstructured, error) {
@@ -384,9 +488,19 @@ func toUnstructured(p *kilov1alpha1.Peer) (*unstructured.Unstructured, error) {
 }
 
 // setStatus records the outcome and sets Ready: True when every desired
-// Peer is applied, False with the problems when some cannot be.
+// Peer is applied, False with the problems when some cannot be. The status
+// lists at most maxProblems of them, each message cut; the condition
+// counts them all.
 func setStatus(cr *v1alpha1.PeerSet, desired, applied int, problems []v1alpha1.PeerProblem) {
-	cr.Status.AtProvider = v1alpha1.PeerSetObservation{Desired: desired, Applied: applied, Problems: problems}
+	listed := make([]v1alpha1.PeerProblem, 0, min(len(problems), maxProblems))
+	for _, p := range problems[:min(len(problems), maxProblems)] {
+		p.Message = inventory.Cut(p.Message, maxProblemBytes)
+		listed = append(listed, p)
+	}
+	if len(listed) == 0 {
+		listed = nil
+	}
+	cr.Status.AtProvider = v1alpha1.PeerSetObservation{Desired: desired, Applied: applied, Problems: listed}
 	switch {
 	case len(problems) > 0:
 		cr.SetConditions(xpv2.Condition{
@@ -414,7 +528,7 @@ func problemMessage(desired int, problems []v1alpha1.PeerProblem) string {
 		if i > 0 {
 			b.WriteString("; ")
 		}
-		fmt.Fprintf(b, "%s: %s: %s", p.Peer, p.Reason, p.Message)
+		fmt.Fprintf(b, "%s: %s: %s", p.Peer, p.Reason, inventory.Cut(p.Message, maxProblemBytes))
 	}
 	return b.String()
 }

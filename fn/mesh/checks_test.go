@@ -21,8 +21,8 @@ func nodeA2(opts ...nodeOpt) kubev1alpha1.ObservedNode {
 	return leaderNode("a2", "10.1.2.0/24", "10.41.0.2/16", 2, "203.0.113.2", opts...)
 }
 
-// TestNodeChecks runs the checks of §3 on a node a2 of cluster a
-// (podCIDRs 10.1.0.0/16 and fd01::/48, wireguardCIDR 10.41.0.0/16).
+// TestNodeChecks runs the checks of §3 on a node a2 of cluster a (podCIDRs
+// 10.1.0.0/16, wireguardCIDR 10.41.0.0/16) in Node granularity.
 func TestNodeChecks(t *testing.T) {
 	type want struct {
 		skipped []skip
@@ -68,13 +68,18 @@ func TestNodeChecks(t *testing.T) {
 			nodes:  []kubev1alpha1.ObservedNode{nodeA1(), nodeA2(podCIDRs("10.1.0.0/15"))},
 			want:   want{skipped: []skip{{"a2", ReasonNodePodCIDROutOfRange}}, leaders: []string{"a1"}},
 		},
-		"DualStackSecondOutOfRange": {
-			reason: "Every pod CIDR of a dual-stack node is checked: a bad IPv6 one skips it although the IPv4 one is fine.",
+		"DualStackOtherFamilyLeftOut": {
+			reason: "A dual-stack node's pod CIDR of the other family is left out, not checked: Kilo runs one family.",
 			nodes:  []kubev1alpha1.ObservedNode{nodeA1(), nodeA2(podCIDRs("10.1.2.0/24", "fd09:0:0:2::/64"))},
-			want:   want{skipped: []skip{{"a2", ReasonNodePodCIDROutOfRange}}, leaders: []string{"a1"}},
+			want:   want{leaders: []string{"a1", "a2"}},
+		},
+		"OnlyOtherFamilyPodCIDR": {
+			reason: "A node whose only pod CIDR is of the other family has none Kilo can use: NodeNoPodCIDR.",
+			nodes:  []kubev1alpha1.ObservedNode{nodeA1(), nodeA2(podCIDRs("fd01:0:0:2::/64"))},
+			want:   want{skipped: []skip{{"a2", ReasonNodeNoPodCIDR}}, leaders: []string{"a1"}},
 		},
 		"DualStackFirstOutOfRange": {
-			reason: "A bad IPv4 pod CIDR skips a dual-stack node although its IPv6 one is fine.",
+			reason: "A bad IPv4 pod CIDR skips a dual-stack node in an IPv4 mesh.",
 			nodes:  []kubev1alpha1.ObservedNode{nodeA1(), nodeA2(podCIDRs("10.9.2.0/24", "fd01:0:0:2::/64"))},
 			want:   want{skipped: []skip{{"a2", ReasonNodePodCIDROutOfRange}}, leaders: []string{"a1"}},
 		},
@@ -82,11 +87,6 @@ func TestNodeChecks(t *testing.T) {
 			reason: "A dual-stack node whose pod CIDRs are each inside one of the cluster's podCIDRs passes.",
 			nodes:  []kubev1alpha1.ObservedNode{nodeA1(), nodeA2(podCIDRs("10.1.2.0/24", "fd01:0:0:2::/64"))},
 			want:   want{leaders: []string{"a1", "a2"}},
-		},
-		"PodCIDRLargerSameNetwork": {
-			reason: "A pod CIDR that starts at the cluster's network but is larger is not wholly inside it.",
-			nodes:  []kubev1alpha1.ObservedNode{nodeA1(), nodeA2(podCIDRs("10.1.2.0/24", "fd01::/47"))},
-			want:   want{skipped: []skip{{"a2", ReasonNodePodCIDROutOfRange}}, leaders: []string{"a1"}},
 		},
 		"PodCIDREqualsCluster": {
 			reason: "A pod CIDR equal to the cluster's is wholly inside it.",
@@ -99,7 +99,7 @@ func TestNodeChecks(t *testing.T) {
 			want:   want{skipped: []skip{{"a2", ReasonNodeNoWireguardIP}}, leaders: []string{"a1"}},
 		},
 		"NoKiloAnnotationsAtAll": {
-			reason: "A node Kilo never ran on (no Kilo annotation) is skipped with NodeNoWireguardIP after its pod CIDRs pass.",
+			reason: "A node Kilo never ran on (no Kilo annotation) is skipped with NodeNoWireguardIP, the first check it fails after its pod CIDRs pass.",
 			nodes:  []kubev1alpha1.ObservedNode{nodeA1(), observedNode("a2", podCIDRs("10.1.2.0/24"))},
 			want:   want{skipped: []skip{{"a2", ReasonNodeNoWireguardIP}}, leaders: []string{"a1"}},
 		},
@@ -144,9 +144,9 @@ func TestNodeChecks(t *testing.T) {
 			want:   want{skipped: []skip{{"a2", ReasonWGIPDuplicate}}, leaders: []string{"a1"}},
 		},
 		"WireguardIPDuplicateLosesToInvalidKey": {
-			reason: "The WireGuard IP check comes before the key checks: the first node by name keeps the address even though its key is bad.",
+			reason: "The WireGuard IP check comes before the key checks: the first node by name keeps the address even though Kilo does not count it.",
 			nodes:  []kubev1alpha1.ObservedNode{nodeA1(pubKey("bad")), nodeA2(wgIP("10.41.0.1/16"))},
-			want:   want{skipped: []skip{{"a1", ReasonNodeKeyInvalid}, {"a2", ReasonWGIPDuplicate}}},
+			want:   want{skipped: []skip{{"a1", ReasonNodeKeyInvalid}}, leaders: []string{"a2"}},
 		},
 		"WireguardIPDuplicateIgnoresSkipped": {
 			reason: "A node skipped before the WireGuard IP checks does not hold its address against others.",
@@ -184,14 +184,19 @@ func TestNodeChecks(t *testing.T) {
 			want:   want{skipped: []skip{{"a2", ReasonNodeKeyInvalid}}, leaders: []string{"a1"}},
 		},
 		"KeyDuplicateInCluster": {
-			reason: "Of two nodes of a cluster with one key, the first by name keeps it.",
+			reason: "Two nodes of a cluster with one key, neither of them delivered: both are skipped, neither wins by name.",
 			nodes:  []kubev1alpha1.ObservedNode{nodeA2(keyN(1)), nodeA1()},
-			want:   want{skipped: []skip{{"a2", ReasonNodeKeyDuplicate}}, leaders: []string{"a1"}},
+			want:   want{skipped: []skip{{"a1", ReasonNodeKeyDuplicate}, {"a2", ReasonNodeKeyDuplicate}}},
 		},
 		"KeyDuplicateOtherSpelling": {
 			reason: "Two spellings of one key are one key: NodeKeyDuplicate.",
 			nodes:  []kubev1alpha1.ObservedNode{nodeA1(), nodeA2(pubKey(otherSpelling(testKey(1))))},
-			want:   want{skipped: []skip{{"a2", ReasonNodeKeyDuplicate}}, leaders: []string{"a1"}},
+			want:   want{skipped: []skip{{"a1", ReasonNodeKeyDuplicate}, {"a2", ReasonNodeKeyDuplicate}}},
+		},
+		"KeyAllZero": {
+			reason: "Kilo reads the all-zero key as no key: NodeKeyInvalid.",
+			nodes:  []kubev1alpha1.ObservedNode{nodeA1(), nodeA2(keyN(0))},
+			want:   want{skipped: []skip{{"a2", ReasonNodeKeyInvalid}}, leaders: []string{"a1"}},
 		},
 		"ClustermeshEndpointMalformed": {
 			reason: "A malformed clustermesh-endpoint skips the node even though force-endpoint and an ExternalIP are fine: no fall-through.",
@@ -224,44 +229,55 @@ func TestNodeChecks(t *testing.T) {
 			want:   want{skipped: []skip{{"a2", ReasonNodeEndpointInvalid}}, leaders: []string{"a1"}},
 		},
 		"KiloEndpointMalformedNoExternalIP": {
-			reason: "Without an ExternalIP, kilo.squat.ai/endpoint is the chosen source; malformed, it skips the node.",
+			reason: "Kilo counts no node without an endpoint it can parse: NodeNotReady.",
 			nodes:  []kubev1alpha1.ObservedNode{nodeA1(), nodeA2(externalIPs(), kiloEndpoint("203.0.113.2"))},
-			want:   want{skipped: []skip{{"a2", ReasonNodeEndpointInvalid}}, leaders: []string{"a1"}},
+			want:   want{skipped: []skip{{"a2", ReasonNodeNotReady}}, leaders: []string{"a1"}},
 		},
 		"KiloEndpointMalformedBehindExternalIP": {
-			reason: "An ExternalIP comes before kilo.squat.ai/endpoint, so a malformed one behind it is never read.",
+			reason: "An ExternalIP does not make a node ready: Kilo needs its own endpoint, and leaves out a node with a malformed one.",
 			nodes:  []kubev1alpha1.ObservedNode{nodeA1(), nodeA2(kiloEndpoint("203.0.113.2"))},
+			want:   want{skipped: []skip{{"a2", ReasonNodeNotReady}}, leaders: []string{"a1"}},
+		},
+		"KiloEndpointMalformedBehindForceEndpoint": {
+			reason: "A force-endpoint Kilo can parse makes the node ready whatever kilo.squat.ai/endpoint holds.",
+			nodes:  []kubev1alpha1.ObservedNode{nodeA1(), nodeA2(kiloEndpoint("junk"), forceEndpoint("203.0.113.8:51820"))},
 			want:   want{leaders: []string{"a1", "a2"}},
 		},
-		"NoEndpointSourceIsNotInvalid": {
-			reason: "A node without any endpoint source is roaming, not skipped.",
+		"NoExternalIPUsesKilosEndpoint": {
+			reason: "A node without an ExternalIP or user endpoint uses the endpoint Kilo detected.",
 			nodes:  []kubev1alpha1.ObservedNode{nodeA1(), nodeA2(externalIPs())},
 			want:   want{leaders: []string{"a1", "a2"}},
 		},
+		"Stale": {
+			reason: "A node whose Kilo heartbeat is stale is out of Kilo's topology: NodeNotReady.",
+			nodes:  []kubev1alpha1.ObservedNode{nodeA1(), nodeA2(stale())},
+			want:   want{skipped: []skip{{"a2", ReasonNodeNotReady}}, leaders: []string{"a1"}},
+		},
 		"FirstFailingCheckWins": {
-			reason: "Checks run in order: pod CIDRs before the WireGuard IP before the key before the endpoint.",
+			reason: "Checks run in order: pod CIDRs before the WireGuard IP before the key before Kilo's readiness before the endpoint chain.",
 			nodes: []kubev1alpha1.ObservedNode{
 				observedNode("a1", podCIDRs("10.9.0.0/24"), wgIP("junk"), pubKey("junk"), forceEndpoint("junk")),
 				observedNode("a2", podCIDRs("10.1.2.0/24"), wgIP("10.99.0.1/16"), pubKey("junk"), forceEndpoint("junk")),
 				observedNode("a3", podCIDRs("10.1.3.0/24"), wgIP("10.41.0.3/16"), forceEndpoint("junk")),
 				observedNode("a4", podCIDRs("10.1.4.0/24"), wgIP("10.41.0.4/16"), pubKey("junk"), forceEndpoint("junk")),
-				observedNode("a5", podCIDRs("10.1.5.0/24"), wgIP("10.41.0.5/16"), keyN(5), forceEndpoint("junk")),
-				observedNode("a6", wgIP("junk")),
+				observedNode("a5", podCIDRs("10.1.5.0/24"), wgIP("10.41.0.5/16"), keyN(5), forceEndpoint("junk"), stale()),
+				observedNode("a6", podCIDRs("10.1.6.0/24"), wgIP("10.41.0.6/16"), keyN(6), kiloEndpoint("203.0.113.6:51820"), clustermeshEndpoint("junk")),
+				observedNode("a7", wgIP("junk")),
 			},
 			want: want{skipped: []skip{
 				{"a1", ReasonNodePodCIDROutOfRange},
 				{"a2", ReasonWGIPOutOfRange},
 				{"a3", ReasonNodeNoPublicKey},
 				{"a4", ReasonNodeKeyInvalid},
-				{"a5", ReasonNodeEndpointInvalid},
-				{"a6", ReasonNodeNoPodCIDR},
+				{"a5", ReasonNodeNotReady},
+				{"a6", ReasonNodeEndpointInvalid},
+				{"a7", ReasonNodeNoPodCIDR},
 			}},
 		},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			in := twoClusters(meshv1alpha1.GranularityNode, tc.nodes...)
-			in.Spec.Clusters[0] = clusterA(withPods("10.1.0.0/16", "fd01::/48"))
 			p, err := Do(in)
 			if err != nil {
 				t.Fatalf("\n%s\nDo(...): unexpected error: %v", tc.reason, err)
@@ -281,33 +297,80 @@ func TestKeyDuplicateAcrossClusters(t *testing.T) {
 		skippedA, skippedB []skip
 		inA, inB           []string
 	}
+	nameA1 := PeerName(testNamespace, testMesh, "a", "a1")
+	nameB1 := PeerName(testNamespace, testMesh, "b", "b1")
+	delivered := func(target, name, key string) map[string]map[string]DeliveredPeer {
+		return map[string]map[string]DeliveredPeer{target: {name: {PublicKey: key}}}
+	}
 	cases := map[string]struct {
-		reason   string
-		clusters []meshv1alpha1.Cluster
-		b1Key    string
-		want     want
+		reason    string
+		clusters  []meshv1alpha1.Cluster
+		a1Key     string
+		b1Key     string
+		delivered map[string]map[string]DeliveredPeer
+		want      want
 	}{
-		"ClusterNameOrder": {
-			reason:   "The node of the cluster whose name sorts first keeps a shared key, whatever the spec order.",
+		"NoIncumbentEveryHolderSkipped": {
+			reason:   "A key held by nodes of two clusters, neither delivered yet, is trusted to neither: both are skipped, whatever the order of names.",
 			clusters: []meshv1alpha1.Cluster{clusterB(), clusterA()},
+			a1Key:    testKey(1),
 			b1Key:    testKey(1),
+			want: want{
+				skippedA: []skip{{"a1", ReasonNodeKeyDuplicate}},
+				skippedB: []skip{{"b1", ReasonNodeKeyDuplicate}},
+			},
+		},
+		"IncumbentKeepsItsKey": {
+			reason:    "A node of a (sorting first) that copies the key of b1, whose Peer already carries it, never displaces b1.",
+			clusters:  []meshv1alpha1.Cluster{clusterA(), clusterB()},
+			a1Key:     testKey(101),
+			b1Key:     testKey(101),
+			delivered: delivered("a", nameB1, testKey(101)),
+			want: want{
+				skippedA: []skip{{"a1", ReasonNodeKeyDuplicate}},
+				inA:      peerNames("b", "b1"),
+			},
+		},
+		"IncumbentFoundInAnyTarget": {
+			reason:    "The delivered Peer may be in any member: a1's Peer in b carries the key, so a1 keeps it against b1.",
+			clusters:  []meshv1alpha1.Cluster{clusterA(), clusterB()},
+			a1Key:     testKey(1),
+			b1Key:     otherSpelling(testKey(1)),
+			delivered: delivered("b", nameA1, testKey(1)),
 			want: want{
 				skippedB: []skip{{"b1", ReasonNodeKeyDuplicate}},
 				inB:      peerNames("a", "a1"),
 			},
 		},
-		"OtherSpelling": {
-			reason:   "Keys are compared as bytes: two spellings of a's key in b are still a duplicate.",
-			clusters: []meshv1alpha1.Cluster{clusterA(), clusterB()},
-			b1Key:    otherSpelling(testKey(1)),
+		"DeliveredWithAnotherKeyIsNoIncumbent": {
+			reason:    "A Peer delivered with another key does not make its node the incumbent of a new key it copied.",
+			clusters:  []meshv1alpha1.Cluster{clusterA(), clusterB()},
+			a1Key:     testKey(101),
+			b1Key:     testKey(101),
+			delivered: delivered("b", nameA1, testKey(1)),
 			want: want{
+				skippedA: []skip{{"a1", ReasonNodeKeyDuplicate}},
 				skippedB: []skip{{"b1", ReasonNodeKeyDuplicate}},
-				inB:      peerNames("a", "a1"),
+			},
+		},
+		"TwoIncumbentsNoneTrusted": {
+			reason:   "When both holders' Peers carry the key, none is trusted with it.",
+			clusters: []meshv1alpha1.Cluster{clusterA(), clusterB()},
+			a1Key:    testKey(1),
+			b1Key:    testKey(1),
+			delivered: map[string]map[string]DeliveredPeer{
+				"a": {nameB1: {PublicKey: testKey(1)}},
+				"b": {nameA1: {PublicKey: testKey(1)}},
+			},
+			want: want{
+				skippedA: []skip{{"a1", ReasonNodeKeyDuplicate}},
+				skippedB: []skip{{"b1", ReasonNodeKeyDuplicate}},
 			},
 		},
 		"DistinctKeys": {
 			reason:   "Distinct keys are not duplicates.",
 			clusters: []meshv1alpha1.Cluster{clusterA(), clusterB()},
+			a1Key:    testKey(1),
 			b1Key:    testKey(101),
 			want: want{
 				inA: peerNames("b", "b1"),
@@ -318,9 +381,10 @@ func TestKeyDuplicateAcrossClusters(t *testing.T) {
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			in := meshInput(tc.clusters, map[string]*Observation{
-				"a": observation(nodeA1()),
+				"a": observation(nodeA1(pubKey(tc.a1Key))),
 				"b": observation(nodeB1(pubKey(tc.b1Key))),
 			})
+			in.Delivered = tc.delivered
 			p, err := Do(in)
 			if err != nil {
 				t.Fatalf("\n%s\nDo(...): unexpected error: %v", tc.reason, err)
@@ -356,11 +420,16 @@ func TestTransient(t *testing.T) {
 		"NodeNoPublicKey":       {reason: "A missing key clears once Kilo starts.", node: nodeA2(pubKey("")), want: true},
 		"NodeKeyInvalid":        {reason: "A malformed key is an error.", node: nodeA2(pubKey("x")), want: false},
 		"NodeKeyDuplicate":      {reason: "A duplicate key is an error.", node: nodeA2(keyN(1)), want: false},
+		"NodeNotReady":          {reason: "A stale heartbeat clears when Kilo checks in again.", node: nodeA2(stale()), want: true},
 		"NodeEndpointInvalid":   {reason: "A malformed endpoint is an error.", node: nodeA2(forceEndpoint("x")), want: false},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			p, err := Do(twoClusters(meshv1alpha1.GranularityNode, nodeA1(), tc.node))
+			in := twoClusters(meshv1alpha1.GranularityNode, nodeA1(), tc.node)
+			// a1's Peer already carries key 1: a2 copying it is the only
+			// one skipped.
+			in.Delivered = map[string]map[string]DeliveredPeer{"b": {PeerName(testNamespace, testMesh, "a", "a1"): {PublicKey: testKey(1)}}}
+			p, err := Do(in)
 			if err != nil {
 				t.Fatalf("\n%s\nDo(...): unexpected error: %v", tc.reason, err)
 			}

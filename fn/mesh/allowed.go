@@ -1,0 +1,325 @@
+package mesh
+
+import (
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+
+	kilov1alpha1 "github.com/kilomesh/kilomesh/apis/kilo/v1alpha1"
+)
+
+// maxLocationIPs is how many ranges of one node's
+// kilo.squat.ai/allowed-location-ips are read.
+const maxLocationIPs = 64
+
+// A builtSegment is the part of a segment's Peer that is the same in every
+// cluster it is written into.
+type builtSegment struct {
+	seg       *segment
+	name      string
+	key       string
+	labels    map[string]string
+	keepalive int
+	// allowed are the allowedIPs, in order, without the anchor CIDRs, and
+	// strs the same as strings, shared by every Peer that drops none.
+	allowed []netip.Prefix
+	strs    []string
+	// hosts are the internal addresses among allowed, with their index.
+	hosts []hostRoute
+}
+
+type hostRoute struct {
+	addr  netip.Addr
+	index int
+	node  string
+}
+
+// buildSegments computes what each segment's Peer has in common across
+// targets: name, key, keepalive and allowedIPs without per-target drops.
+func (p *planner) buildSegments() {
+	p.built = map[*segment]*builtSegment{}
+	p.collectAddresses()
+	for _, sc := range p.sources {
+		pods := p.podRoutes(sc)
+		locIPs, moved := p.locationIPs(sc)
+		sc.anchorCIDRs = nil
+		for _, a := range sc.anchor() {
+			if !moved[a] {
+				sc.anchorCIDRs = append(sc.anchorCIDRs, a)
+			}
+		}
+		labels := peerLabels(p.in.Namespace, p.in.Name, sc.spec.Name)
+		for _, s := range sc.segments {
+			b := &builtSegment{
+				seg:    s,
+				name:   p.peerNameOf(s.leader),
+				key:    kilov1alpha1.EncodeKey(s.leader.key),
+				labels: labels,
+			}
+			b.keepalive = p.keepaliveOf(s)
+			p.buildAllowed(b, pods[s], locIPs[s])
+			p.built[s] = b
+		}
+	}
+}
+
+// collectAddresses lists the endpoint of every segment and counts the
+// segments that advertise each internal address. An endpoint host routed
+// into any tunnel breaks the tunnel to that endpoint; an internal address
+// advertised by two segments would be routed to whichever Kilo configured
+// last. Neither is routed.
+func (p *planner) collectAddresses() {
+	p.endpoints = map[netip.Addr]string{}
+	p.advertisers = map[netip.Addr]int{}
+	for _, sc := range p.sources {
+		for _, s := range sc.segments {
+			// The message names the first segment by (cluster, node) that
+			// uses the address, whatever the order of the spec.
+			if e := s.leader.endpoint; e != nil && e.IP.IsValid() {
+				who := sc.spec.Name + "/" + s.leader.obs.Name
+				if prev, ok := p.endpoints[e.IP]; !ok || who < prev {
+					p.endpoints[e.IP] = who
+				}
+			}
+			if p.advertise {
+				seen := map[netip.Addr]bool{}
+				for _, m := range s.members {
+					if a, ok := p.internalAddr(m, false); ok && !seen[a] {
+						seen[a] = true
+						p.advertisers[a]++
+					}
+				}
+			}
+		}
+	}
+}
+
+// keepaliveOf is the keepalive of a segment's Peer: the mesh-wide floor, or
+// the leader's own kilo.squat.ai/persistent-keepalive when larger.
+func (p *planner) keepaliveOf(s *segment) int {
+	k := p.keepalive
+	if v := s.leader.kilo.PersistentKeepalive; v != "" {
+		n, err := ParseKeepalive(v)
+		switch {
+		case err != nil:
+			p.problem(s.cluster.spec.Name, ReasonAnnotationInvalid,
+				fmt.Sprintf("%s: %s %s %v", s.leader.obs.Name, kilov1alpha1.AnnotationPersistentKeepalive, quote(v), err))
+		case n > k:
+			k = n
+		}
+	}
+	return k
+}
+
+// buildAllowed lists the allowedIPs of a segment, in the order `kgctl
+// showconf --as-peer` uses: per member by name its pod CIDRs, internal
+// address and location ranges, then the leader's WireGuard address.
+// Duplicates keep the first.
+func (p *planner) buildAllowed(b *builtSegment, pods map[*node][]netip.Prefix, locIPs map[*node][]netip.Prefix) {
+	s := b.seg
+	seen := map[netip.Prefix]bool{}
+	add := func(pr netip.Prefix) bool {
+		if seen[pr] {
+			return false
+		}
+		seen[pr] = true
+		b.allowed = append(b.allowed, pr)
+		return true
+	}
+	for _, m := range s.members {
+		for _, pr := range pods[m] {
+			add(pr)
+		}
+		if p.advertise {
+			if a, ok := p.internalAddr(m, true); ok && p.routable(s, m, a) && add(HostRoute(a)) {
+				b.hosts = append(b.hosts, hostRoute{addr: a, index: len(b.allowed) - 1, node: m.obs.Name})
+			}
+		}
+		for _, pr := range locIPs[m] {
+			add(pr)
+		}
+	}
+	add(HostRoute(s.leader.wgIP))
+	b.strs = make([]string, len(b.allowed))
+	for i, pr := range b.allowed {
+		b.strs[i] = pr.String()
+	}
+}
+
+// internalAddr is the internal address of a node that may be routed to other
+// clusters: Kilo's own (force-internal-ip, else internal-ip; never
+// status.addresses), of the mesh's family, and inside the cluster's declared
+// nodeCIDRs. Node data alone must never route an arbitrary address: one
+// outside the nodeCIDRs is reported (when report is set), and with no
+// nodeCIDRs no address is routed at all.
+func (p *planner) internalAddr(n *node, report bool) (netip.Addr, bool) {
+	a := n.internal
+	if !n.hasInternal || !p.family.of(a) || !reachable(a) || len(n.cluster.nodes) == 0 {
+		return netip.Addr{}, false
+	}
+	for _, c := range n.cluster.nodes {
+		if c.Contains(a) {
+			return a, true
+		}
+	}
+	if report {
+		p.problem(n.cluster.spec.Name, ReasonNodeIPOutOfRange,
+			fmt.Sprintf("%s %s (not inside the cluster's nodeCIDRs %v)", n.obs.Name, a, n.cluster.nodes))
+	}
+	return netip.Addr{}, false
+}
+
+// routable tells whether an internal address of member m may be routed
+// through segment s in every target, and reports why not.
+func (p *planner) routable(s *segment, m *node, a netip.Addr) bool {
+	if e := s.leader.endpoint; e != nil && e.IP == a {
+		return false // the segment's own endpoint: never through its own tunnel
+	}
+	if other, ok := p.endpoints[a]; ok {
+		p.problem(s.cluster.spec.Name, ReasonNodeIPConflict, fmt.Sprintf("%s %s (the endpoint of %s)", m.obs.Name, a, other))
+		return false
+	}
+	if p.advertisers[a] > 1 {
+		p.problem(s.cluster.spec.Name, ReasonNodeIPConflict, fmt.Sprintf("%s %s (advertised by more than one segment)", m.obs.Name, a))
+		return false
+	}
+	return true
+}
+
+// podRoutes are the pod CIDRs each member of each segment routes. A pod
+// CIDR that overlaps one of another segment (a Node may be created with any
+// pod CIDR) is routed by neither: WireGuard would give it to whichever Peer
+// Kilo configured last.
+func (p *planner) podRoutes(sc *sourceCluster) map[*segment]map[*node][]netip.Prefix {
+	type owned struct {
+		s *segment
+		n *node
+	}
+	var prefixes []netip.Prefix
+	var owners []owned
+	for _, s := range sc.segments {
+		for _, m := range s.members {
+			for _, pr := range m.pods {
+				prefixes = append(prefixes, pr)
+				owners = append(owners, owned{s, m})
+			}
+		}
+	}
+	idx := newPrefixIndex(prefixes)
+	out := map[*segment]map[*node][]netip.Prefix{}
+	for i, pr := range prefixes {
+		o := owners[i]
+		clash := ""
+		for _, j := range idx.overlapping(pr) {
+			if owners[j].s != o.s {
+				clash = fmt.Sprintf("%s %s (overlaps %s of node %s)", o.n.obs.Name, pr, prefixes[j], owners[j].n.obs.Name)
+				break
+			}
+		}
+		if clash != "" {
+			p.problem(sc.spec.Name, ReasonNodePodCIDRConflict, clash)
+			continue
+		}
+		if out[o.s] == nil {
+			out[o.s] = map[*node][]netip.Prefix{}
+		}
+		out[o.s][o.n] = append(out[o.s][o.n], pr)
+	}
+	return out
+}
+
+// locationIPs reads the kilo.squat.ai/allowed-location-ips of every member
+// of the cluster's segments. Kilo routes these ranges to their location
+// inside its cluster; the mesh routes them there from other clusters, but
+// only inside the cluster's declared additionalCIDRs. A range equal to a
+// declared additionalCIDR moves from the anchor to the owning segment (moved
+// says which); a smaller one is routed beside the anchor's, and the most
+// specific prefix wins. Ranges of two segments that overlap are routed by
+// neither, as Kilo's own filter does.
+func (p *planner) locationIPs(sc *sourceCluster) (map[*segment]map[*node][]netip.Prefix, map[netip.Prefix]bool) {
+	type owned struct {
+		s *segment
+		n *node
+	}
+	var prefixes []netip.Prefix
+	var owners []owned
+	for _, s := range sc.segments {
+		for _, m := range s.members {
+			for _, pr := range p.parseLocationIPs(m) {
+				prefixes = append(prefixes, pr)
+				owners = append(owners, owned{s, m})
+			}
+		}
+	}
+	out := map[*segment]map[*node][]netip.Prefix{}
+	moved := map[netip.Prefix]bool{}
+	if len(prefixes) == 0 {
+		return out, moved
+	}
+	idx := newPrefixIndex(prefixes)
+	for i, pr := range prefixes {
+		o := owners[i]
+		clash := ""
+		for _, j := range idx.overlapping(pr) {
+			if owners[j].s != o.s {
+				clash = fmt.Sprintf("%s %s (overlaps %s of node %s, in another segment)", o.n.obs.Name, pr, prefixes[j], owners[j].n.obs.Name)
+				break
+			}
+		}
+		if clash != "" {
+			p.problem(sc.spec.Name, ReasonAllowedLocationIPConflict, clash)
+			continue
+		}
+		if out[o.s] == nil {
+			out[o.s] = map[*node][]netip.Prefix{}
+		}
+		out[o.s][o.n] = append(out[o.s][o.n], pr)
+		if slices.Contains(sc.additional, pr) {
+			moved[pr] = true
+		}
+	}
+	return out, moved
+}
+
+// parseLocationIPs reads a node's kilo.squat.ai/allowed-location-ips as Kilo
+// does (comma-separated, each <ip>/<prefix>; Kilo skips what does not
+// parse, the mesh reports it), keeps those of the mesh's family, and of those
+// the ranges wholly inside the cluster's additionalCIDRs.
+func (p *planner) parseLocationIPs(n *node) []netip.Prefix {
+	v := n.kilo.AllowedLocationIPs
+	if v == "" {
+		return nil
+	}
+	var out, outside []netip.Prefix
+	var invalid []string
+	for i, s := range strings.Split(v, ",") {
+		if i == maxLocationIPs {
+			invalid = append(invalid, fmt.Sprintf("more than %d ranges", maxLocationIPs))
+			break
+		}
+		pr, ok := parseKiloCIDR(s)
+		if !ok {
+			invalid = append(invalid, quote(s))
+			continue
+		}
+		pr = pr.Masked()
+		switch {
+		case !p.family.of(pr.Addr()):
+		case containedInAny(pr, n.cluster.additional):
+			out = append(out, pr)
+		default:
+			outside = append(outside, pr)
+		}
+	}
+	name := n.cluster.spec.Name
+	if len(invalid) > 0 {
+		p.problem(name, ReasonAnnotationInvalid, fmt.Sprintf("%s: %s %s is not <ip>/<prefix>",
+			n.obs.Name, kilov1alpha1.AnnotationAllowedLocationIPs, listSome(invalid)))
+	}
+	if len(outside) > 0 {
+		p.problem(name, ReasonAllowedLocationIPOutOfRange, fmt.Sprintf("%s %v (not inside the cluster's additionalCIDRs %v)",
+			n.obs.Name, outside, n.cluster.additional))
+	}
+	return out
+}

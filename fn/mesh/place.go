@@ -1,0 +1,271 @@
+package mesh
+
+import (
+	"fmt"
+	"net/netip"
+	"slices"
+	"sort"
+	"strings"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	kilov1alpha1 "github.com/kilomesh/kilomesh/apis/kilo/v1alpha1"
+	kubev1alpha1 "github.com/kilomesh/kilomesh/apis/kube/v1alpha1"
+	meshv1alpha1 "github.com/kilomesh/kilomesh/apis/mesh/v1alpha1"
+)
+
+// maxForeignRoutes is how many routes of the Peers a member holds that the
+// mesh does not own are read: the inventory bounds them too.
+const maxForeignRoutes = 10000
+
+// target is what a cluster knows of itself as a receiver of Peers.
+type target struct {
+	sc         *sourceCluster
+	internal   map[netip.Addr]string // its nodes' internal addresses
+	discovered map[[kilov1alpha1.KeyLen]byte]Endpoint
+	foreignKey map[[kilov1alpha1.KeyLen]byte]string
+	foreignNam map[string]bool
+	// routes of the Peers the mesh does not own, indexed, with the Peer
+	// that routes each.
+	routes     *prefixIndex
+	routeList  []netip.Prefix
+	routeOwner []string
+	// delivered are the Peers the mesh composed into this cluster so far.
+	delivered map[string]DeliveredPeer
+}
+
+func (p *planner) newTarget(sc *sourceCluster) *target {
+	t := &target{sc: sc, internal: map[netip.Addr]string{}, discovered: map[[kilov1alpha1.KeyLen]byte]Endpoint{},
+		foreignKey: map[[kilov1alpha1.KeyLen]byte]string{}, foreignNam: map[string]bool{}, delivered: p.in.Delivered[sc.spec.Name]}
+	for _, n := range sc.nodes {
+		if a, ok := kiloInternalIP(&n.kilo); ok {
+			if _, dup := t.internal[a]; !dup {
+				t.internal[a] = n.obs.Name
+			}
+		}
+		p.readDiscovered(t, n)
+	}
+	if sc.obs != nil {
+		t.readForeign(sc.obs.ForeignPeers)
+	}
+	t.routes = newPrefixIndex(t.routeList)
+	return t
+}
+
+// readDiscovered adds the endpoints a node of the target learned from
+// handshakes; the first node by name that knows a key wins.
+func (p *planner) readDiscovered(t *target, n *node) {
+	v := n.kilo.DiscoveredEndpoints
+	if v == "" {
+		return
+	}
+	d, err := ParseDiscoveredEndpoints(v)
+	if err != nil {
+		p.problem(t.sc.spec.Name, ReasonAnnotationInvalid, fmt.Sprintf("%s: %s %v", n.obs.Name, kilov1alpha1.AnnotationDiscoveredEndpoints, err))
+		return
+	}
+	for k, e := range d {
+		if _, ok := t.discovered[k]; !ok {
+			t.discovered[k] = e
+		}
+	}
+}
+
+// readForeign reads the names, keys and routes of the Peers the target
+// holds that the mesh does not own.
+func (t *target) readForeign(peers []kubev1alpha1.ForeignPeer) {
+	for _, fp := range peers {
+		t.foreignNam[fp.Name] = true
+		if k, ok := kilov1alpha1.ParseKey(fp.PublicKey); ok {
+			if _, dup := t.foreignKey[k]; !dup {
+				t.foreignKey[k] = fp.Name
+			}
+		}
+		for _, s := range fp.AllowedIPs {
+			if len(t.routeList) == maxForeignRoutes {
+				return
+			}
+			// Kilo reads a Peer's allowed IPs as CIDRs and skips the rest.
+			if pr, ok := parseKiloCIDR(s); ok {
+				t.routeList = append(t.routeList, pr.Masked())
+				t.routeOwner = append(t.routeOwner, fp.Name)
+			}
+		}
+	}
+}
+
+// place writes every segment of every source into every other cluster.
+func (p *planner) place() {
+	p.plan.Peers = make(map[string][]kilov1alpha1.Peer, len(p.sources))
+	p.placed = map[string]int{}
+	p.conflicts = map[string][]meshv1alpha1.PeerConflict{}
+	for _, tc := range p.sources {
+		t := p.newTarget(tc)
+		var peers []kilov1alpha1.Peer
+		for _, sc := range p.sources {
+			if sc == tc {
+				continue
+			}
+			peers = p.placeSource(peers, t, sc)
+		}
+		sort.Slice(peers, func(i, j int) bool { return peers[i].Name < peers[j].Name })
+		p.plan.Peers[tc.spec.Name] = peers
+	}
+}
+
+func (p *planner) conflict(t *target, peer, reason, msg string) {
+	name := t.sc.spec.Name
+	p.conflicts[name] = append(p.conflicts[name], meshv1alpha1.PeerConflict{Peer: peer, Reason: reason, Message: msg})
+}
+
+// placeSource appends the Peers of one source cluster for one target. The
+// anchor CIDRs go on the first Peer written, by leader name.
+func (p *planner) placeSource(peers []kilov1alpha1.Peer, t *target, sc *sourceCluster) []kilov1alpha1.Peer {
+	tname := t.sc.spec.Name
+	anchored := false
+	for _, s := range sc.segments {
+		b := p.built[s]
+		if t.foreignNam[b.name] {
+			p.conflict(t, b.name, ReasonPeerNameConflict, fmt.Sprintf("a Peer named %s that this mesh does not own exists in cluster %s", b.name, tname))
+			continue
+		}
+		if other, ok := t.foreignKey[s.leader.key]; ok {
+			p.conflict(t, b.name, ReasonPeerKeyConflict,
+				fmt.Sprintf("Peer %s, which this mesh does not own, already uses the public key of %s node %s", other, sc.spec.Name, s.leader.obs.Name))
+			continue
+		}
+
+		endpoint := s.leader.endpoint
+		if d, ok := t.discovered[s.leader.key]; ok {
+			endpoint = &d
+		}
+		var anchor []netip.Prefix
+		if !anchored {
+			anchored = true
+			anchor = sc.anchorCIDRs
+		}
+		allowed := p.allowedFor(b, t, endpoint, anchor)
+		if len(allowed) == 0 {
+			continue // every route is someone else's: the conflicts say so
+		}
+		peers = append(peers, kilov1alpha1.Peer{
+			TypeMeta:   metav1.TypeMeta{APIVersion: kilov1alpha1.APIVersion, Kind: kilov1alpha1.Kind},
+			ObjectMeta: metav1.ObjectMeta{Name: b.name, Labels: b.labels},
+			Spec: kilov1alpha1.PeerSpec{
+				AllowedIPs:          allowed,
+				PublicKey:           b.key,
+				PersistentKeepalive: b.keepalive,
+				Endpoint:            endpoint.AsPeerEndpoint(),
+			},
+		})
+		p.placed[sc.spec.Name]++
+	}
+	return peers
+}
+
+// allowedFor is a segment's allowedIPs in one target, with the anchor CIDRs
+// when given. It drops the internal addresses that the target uses itself
+// (the route would hijack its local traffic), the address of the endpoint
+// the target dials, and the routes of Peers the mesh does not own. Most
+// Peers drop nothing and share the segment's slice.
+func (p *planner) allowedFor(b *builtSegment, t *target, endpoint *Endpoint, anchor []netip.Prefix) []string {
+	drop := map[int]bool{}
+	for _, h := range b.hosts {
+		if endpoint != nil && endpoint.IP == h.addr {
+			drop[h.index] = true
+			continue
+		}
+		if tn, ok := t.internal[h.addr]; ok {
+			drop[h.index] = true
+			p.problem(b.seg.cluster.spec.Name, ReasonNodeIPConflict, fmt.Sprintf("%s %s (an internal address of %s node %s)", h.node, h.addr, t.sc.spec.Name, tn))
+		}
+	}
+	rc := routeCheck{t: t, delivered: t.delivered[b.name].AllowedIPs}
+	keep := rc.keep
+	for i, pr := range b.allowed {
+		if !drop[i] && !keep(pr) {
+			drop[i] = true
+		}
+	}
+	var extra []string
+	seen := map[netip.Prefix]bool{}
+	for _, pr := range b.allowed {
+		seen[pr] = true
+	}
+	for _, pr := range anchor {
+		// An additional CIDR may be a node's host route already.
+		if !seen[pr] && keep(pr) {
+			seen[pr] = true
+			extra = append(extra, pr.String())
+		}
+	}
+	if msg := rc.report(); msg != "" {
+		p.conflict(t, b.name, ReasonPeerRouteConflict, msg)
+	}
+	if len(drop) == 0 && len(extra) == 0 {
+		return b.strs
+	}
+	out := make([]string, 0, len(b.strs)-len(drop)+len(extra))
+	for i, s := range b.strs {
+		if !drop[i] {
+			out = append(out, s)
+		}
+	}
+	return append(out, extra...)
+}
+
+// A routeCheck decides, for one Peer in one target, which of its routes a
+// Peer the mesh does not own is in the way of. Whoever routes a prefix in a
+// member first keeps it: a route that a foreign Peer overlaps is withheld,
+// unless the mesh had already delivered it.
+type routeCheck struct {
+	t              *target
+	delivered      []string
+	withheld, kept []string
+}
+
+func (rc *routeCheck) keep(pr netip.Prefix) bool {
+	if len(rc.t.routeList) == 0 {
+		return true
+	}
+	others := rc.t.routes.overlapping(pr)
+	if len(others) == 0 {
+		return true
+	}
+	what := fmt.Sprintf("%s (Peer %s routes %s)", pr, rc.t.routeOwner[others[0]], rc.t.routeList[others[0]])
+	if slices.Contains(rc.delivered, pr.String()) {
+		rc.kept = append(rc.kept, what)
+		return true
+	}
+	rc.withheld = append(rc.withheld, what)
+	return false
+}
+
+// report says what was withheld and kept, or nothing.
+func (rc *routeCheck) report() string {
+	var msg []string
+	if len(rc.withheld) > 0 {
+		msg = append(msg, "not written, a Peer this mesh does not own routes them: "+listSome(rc.withheld))
+	}
+	if len(rc.kept) > 0 {
+		msg = append(msg, "kept, this mesh routed them first, but Kilo gives an address routed by two Peers to one of them: "+listSome(rc.kept))
+	}
+	if len(msg) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("routes in cluster %s %s", rc.t.sc.spec.Name, strings.Join(msg, "; "))
+}
+
+// validatePeers runs Kilo's own checks on every Peer. A Peer that fails them
+// is a bug of the planner: Kilo would silently ignore it.
+func (p *planner) validatePeers() error {
+	for _, sc := range p.sources {
+		for i := range p.plan.Peers[sc.spec.Name] {
+			peer := &p.plan.Peers[sc.spec.Name][i]
+			if errs := peer.Validate(); len(errs) > 0 {
+				return fmt.Errorf("planned Peer %s for cluster %s fails Kilo's validation: %w", peer.Name, sc.spec.Name, errs.ToAggregate())
+			}
+		}
+	}
+	return nil
+}

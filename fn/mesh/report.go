@@ -1,0 +1,183 @@
+package mesh
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+
+	kubev1alpha1 "github.com/kilomesh/kilomesh/apis/kube/v1alpha1"
+	meshv1alpha1 "github.com/kilomesh/kilomesh/apis/mesh/v1alpha1"
+)
+
+// Reasons of problems that leave nodes in the mesh but change or withhold
+// Peers or routes. Like skip reasons they are exact strings.
+const (
+	// ReasonNodeIPConflict: an internal address of a node is not routed
+	// because routing it would break another route.
+	ReasonNodeIPConflict = "NodeIPConflict"
+	// ReasonNodeIPOutOfRange: a node's internal address is not inside the
+	// cluster's declared nodeCIDRs, so it is not routed.
+	ReasonNodeIPOutOfRange = "NodeIPOutOfRange"
+	// ReasonNodePodCIDRConflict: a node's pod CIDR overlaps one of a node
+	// of another segment, so neither routes it.
+	ReasonNodePodCIDRConflict = "NodePodCIDRConflict"
+	// ReasonAllowedLocationIPOutOfRange: a range of a node's
+	// kilo.squat.ai/allowed-location-ips is not inside the cluster's
+	// declared additionalCIDRs, so it is not routed.
+	ReasonAllowedLocationIPOutOfRange = "AllowedLocationIPOutOfRange"
+	// ReasonAllowedLocationIPConflict: ranges of
+	// kilo.squat.ai/allowed-location-ips of two segments overlap, so
+	// neither routes them.
+	ReasonAllowedLocationIPConflict = "AllowedLocationIPConflict"
+	// ReasonNodeNotLeader: a node carries a WireGuard IP but Kilo elects
+	// another node to lead its segment; it is routed as a member.
+	ReasonNodeNotLeader = "NodeNotLeader"
+	// ReasonPeerNameConflict: a Peer of the same name that the mesh does not
+	// own is in a member cluster.
+	ReasonPeerNameConflict = kubev1alpha1.ReasonPeerNameConflict
+	// ReasonPeerKeyConflict: a Peer the mesh does not own already uses the
+	// segment's public key in a member cluster.
+	ReasonPeerKeyConflict = kubev1alpha1.ReasonPeerKeyConflict
+	// ReasonPeerRouteConflict: a Peer the mesh does not own routes an
+	// address the segment's Peer would route in a member cluster.
+	ReasonPeerRouteConflict = "PeerRouteConflict"
+	// ReasonAnnotationInvalid: an optional Kilo annotation of a node is
+	// malformed and was not used.
+	ReasonAnnotationInvalid = "NodeAnnotationInvalid"
+)
+
+// maxListedSkips is how many skipped nodes a cluster's status lists.
+const maxListedSkips = 20
+
+// report writes the status and the warnings.
+func (p *planner) report() {
+	st := &p.plan.Status
+	st.ClusterCount = len(p.sources)
+	for _, sc := range p.sources {
+		cs := p.clusterStatus(sc)
+		st.PeerCount += len(p.plan.Peers[sc.spec.Name])
+		st.SkippedNodeCount += cs.SkippedNodes
+		st.Clusters = append(st.Clusters, cs)
+		p.problemWarnings(sc.spec.Name)
+		p.conflictWarnings(sc.spec.Name, cs.Conflicts)
+	}
+}
+
+// clusterStatus reports one member, and warns once per skip reason.
+func (p *planner) clusterStatus(sc *sourceCluster) meshv1alpha1.ClusterStatus {
+	name := sc.spec.Name
+	conflicts := p.conflicts[name]
+	sort.SliceStable(conflicts, func(i, j int) bool {
+		if conflicts[i].Peer != conflicts[j].Peer {
+			return conflicts[i].Peer < conflicts[j].Peer
+		}
+		return conflicts[i].Reason < conflicts[j].Reason
+	})
+	cs := meshv1alpha1.ClusterStatus{Name: name, Nodes: len(sc.nodes), Segments: len(sc.segments), Peers: p.placed[name], Conflicts: conflicts}
+	if sc.obs == nil || sc.obs.ObservedAt == nil {
+		p.plan.Pending = append(p.plan.Pending, fmt.Sprintf("cluster %s has not been observed yet", name))
+	} else {
+		cs.Reachable = sc.obs.Reachable
+		cs.LastObserved = sc.obs.ObservedAt
+	}
+	if sc.obs != nil && !sc.obs.Reachable {
+		cs.UnreachableSince = sc.obs.UnreachableSince
+		cs.Message = sc.obs.Problem
+	}
+	byReason := map[string][]string{}
+	var reasons []string
+	for _, n := range sc.nodes {
+		if n.skipped == nil {
+			continue
+		}
+		cs.SkippedNodes++
+		if len(cs.Skipped) < maxListedSkips {
+			cs.Skipped = append(cs.Skipped, *n.skipped)
+		} else {
+			cs.MoreSkipped++
+		}
+		if byReason[n.skipped.Reason] == nil {
+			reasons = append(reasons, n.skipped.Reason)
+		}
+		byReason[n.skipped.Reason] = append(byReason[n.skipped.Reason], n.obs.Name)
+	}
+	sort.Strings(reasons)
+	for _, r := range reasons {
+		msg := fmt.Sprintf("cluster %s: %s skipped (%s): %s", name, plural(len(byReason[r]), "node"), r, listSome(byReason[r]))
+		p.plan.Warnings = append(p.plan.Warnings, Warning{Cluster: name, Reason: r, Message: msg})
+		if Transient(r) {
+			p.plan.Pending = append(p.plan.Pending, msg)
+		}
+	}
+	return cs
+}
+
+// problemWarnings warns once per problem kind found in a cluster.
+func (p *planner) problemWarnings(cluster string) {
+	kinds := make([]string, 0, len(p.problems[cluster]))
+	for k := range p.problems[cluster] {
+		kinds = append(kinds, k)
+	}
+	sort.Strings(kinds)
+	for _, k := range kinds {
+		what := k
+		if h, ok := problemHeadlines[k]; ok {
+			what += " (" + h + ")"
+		}
+		p.plan.Warnings = append(p.plan.Warnings, Warning{Cluster: cluster, Reason: k,
+			Message: fmt.Sprintf("cluster %s: %s: %s", cluster, what, listSome(sortedUnique(p.problems[cluster][k])))})
+	}
+}
+
+// problemHeadlines say in words what each problem kind withholds.
+var problemHeadlines = map[string]string{
+	ReasonNodeIPConflict:              "internal addresses not routed, routing them would break another route",
+	ReasonNodeIPOutOfRange:            "internal addresses outside the cluster's nodeCIDRs, not routed",
+	ReasonNodePodCIDRConflict:         "pod CIDRs two segments claim, routed by neither",
+	ReasonAllowedLocationIPOutOfRange: "allowed-location-ips outside the cluster's additionalCIDRs, not routed",
+	ReasonAllowedLocationIPConflict:   "allowed-location-ips of two segments overlap, routed by neither",
+	ReasonNodeNotLeader:               "nodes that carry kilo.squat.ai/wireguard-ip but do not lead, routed as members",
+	ReasonAnnotationInvalid:           "annotations that do not parse, ignored",
+}
+
+// conflictWarnings warns once per kind of conflict with foreign Peers in a
+// cluster.
+func (p *planner) conflictWarnings(cluster string, conflicts []meshv1alpha1.PeerConflict) {
+	byReason := map[string][]string{}
+	for _, c := range conflicts {
+		byReason[c.Reason] = append(byReason[c.Reason], c.Peer)
+	}
+	for _, r := range []string{ReasonPeerKeyConflict, ReasonPeerNameConflict, ReasonPeerRouteConflict} {
+		if len(byReason[r]) > 0 {
+			p.plan.Warnings = append(p.plan.Warnings, Warning{Cluster: cluster, Reason: r,
+				Message: fmt.Sprintf("cluster %s: %s not written as planned, a Peer this mesh does not own is in the way (%s): %s",
+					cluster, plural(len(byReason[r]), "Peer"), r, listSome(sortedUnique(byReason[r])))})
+		}
+	}
+}
+
+const maxListed = 10
+
+// listSome lists up to maxListed items and counts the rest.
+func listSome(items []string) string {
+	if len(items) <= maxListed {
+		return strings.Join(items, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(items[:maxListed], ", "), len(items)-maxListed)
+}
+
+func plural(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return fmt.Sprintf("%d %ss", n, what)
+}
+
+// sortedUnique sorts and deduplicates problem descriptions, found in an
+// order that depends on the spec's order of clusters.
+func sortedUnique(items []string) []string {
+	out := slices.Clone(items)
+	slices.Sort(out)
+	return slices.Compact(out)
+}

@@ -324,6 +324,9 @@ func (mb *member) reconcile(ctx context.Context) error {
 		return nil
 	}
 	var errs []error
+	if err := mb.checkIn(ctx, nodes.Items, true); err != nil {
+		errs = append(errs, err)
+	}
 	seen := map[string]bool{}
 	for i := range nodes.Items {
 		n := &nodes.Items[i]
@@ -580,15 +583,29 @@ func (mb *member) heartbeat(ctx context.Context) error {
 	if err := mb.client.List(ctx, nodes); err != nil {
 		return err
 	}
-	patch := fmt.Appendf(nil, `{"metadata":{"annotations":{%q:%q}}}`, kilov1alpha1.AnnotationLastSeen, strconv.FormatInt(time.Now().Unix(), 10))
+	return mb.checkIn(ctx, nodes.Items, false)
+}
+
+// checkIn writes the current time as kilo.squat.ai/last-seen on the Nodes
+// whose agent runs, or with stale on those whose heartbeat, as the API
+// holds it, is too old for Kilo: Kilo's agent, on an event of its own Node,
+// writes the Node at once when it is not ready as the API holds it
+// (Mesh.handleLocal compares readiness, nodesAreEqual), e.g. after its API
+// server was away for longer than two check-in periods.
+func (mb *member) checkIn(ctx context.Context, nodes []corev1.Node, stale bool) error {
+	now := time.Now()
+	patch := fmt.Appendf(nil, `{"metadata":{"annotations":{%q:%q}}}`, kilov1alpha1.AnnotationLastSeen, strconv.FormatInt(now.Unix(), 10))
 	var errs []error
-	for i := range nodes.Items {
-		n := &nodes.Items[i]
+	for i := range nodes {
+		n := &nodes[i]
 		if mb.h.isPaused(mb.Name, n.Name) {
 			continue
 		}
+		if stale && now.Unix()-translateNode(n).LastSeen < int64(2*checkInPeriod/time.Second) {
+			continue
+		}
 		if err := mb.client.Patch(ctx, n, client.RawPatch(types.MergePatchType, patch)); err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", n.Name, err))
+			errs = append(errs, fmt.Errorf("%s: heartbeat: %w", n.Name, err))
 		}
 	}
 	return errors.Join(errs...)

@@ -399,4 +399,32 @@ func TestHeartbeatOnly(t *testing.T) {
 	if seen["node-2"] != "1" {
 		t.Errorf("node-2's agent is paused, yet its heartbeat was written: last-seen %q", seen["node-2"])
 	}
+
+	// On an event, an agent writes its heartbeat at once when it is stale,
+	// and leaves a fresh one alone.
+	recent := strconv.FormatInt(time.Now().Unix()-10, 10)
+	for name, v := range map[string]string{"node-1": "1", "node-2": recent} {
+		n := &corev1.Node{}
+		n.Name = name
+		if err := c.Patch(ctx, n, client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"annotations":{"kilo.squat.ai/last-seen":"`+v+`"}}}`))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.List(ctx, l); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.members[0].checkIn(ctx, l.Items, true); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.List(ctx, l); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range l.Items {
+		switch v := n.Annotations[kilov1alpha1.AnnotationLastSeen]; {
+		case n.Name == "node-1" && v == "1":
+			t.Errorf("node-1's stale heartbeat was not written again")
+		case n.Name == "node-2" && v != recent:
+			t.Errorf("node-2's fresh heartbeat (%s) was written again: %s", recent, v)
+		}
+	}
 }

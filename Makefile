@@ -35,8 +35,8 @@ lint: ## Run golangci-lint.
 	$(BIN)/golangci-lint run --build-tags bench,e2e $(GO_PACKAGES)
 
 .PHONY: unit
-unit: ## Run unit tests (the provider tests start real kube-apiservers).
-	test/tools/build.sh etcd kube
+unit: ## Run unit tests (the provider tests start real kube-apiservers; the data-plane harness's test needs root and /dev/net/tun).
+	test/tools/build.sh etcd kube wireguard-go
 	go test -count=1 $(GO_PACKAGES)
 
 .PHONY: fuzz
@@ -84,7 +84,7 @@ package-check: images ## Validate every document and example the packages hold w
 	package/check.sh
 
 .PHONY: demo
-demo: ## A three-cluster ClusterMesh on local API servers and Crossplane: the Peers every member gets.
+demo: ## A three-cluster ClusterMesh on local API servers and Crossplane: the Peers every member gets, and which members' pods reach which through WireGuard.
 	test/stack/demo.sh
 
 .PHONY: demo-down

@@ -412,6 +412,7 @@ func testOutage(ctx context.Context, t *testing.T, mode string, ref meshRef) {
 	}
 	waitCondition(ctx, t, ref, "ClustersReachable", "False", outage, down)
 	report.notef("%s: ClustersReachable=False named %s %.1fs after its API server was told to stop", mode, down, time.Since(stopped).Seconds())
+	packetsDuringOutage(ctx, t, mode, down)
 
 	// cluster-a's changes still reach cluster-c.
 	key := fixture.Key("node-a2 during the outage")

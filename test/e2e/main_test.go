@@ -9,7 +9,8 @@
 //	go test -tags e2e -count=1 -v -timeout 120m ./test/e2e/...
 //
 // TestMain brings the stack up in E2E_STACK_DIR (default .run/e2e) and down
-// at the end. Environment:
+// at the end, with the data-plane harness (test/dataplane) standing in for
+// Kilo's agent on every Node. Environment:
 //
 //	E2E_STACK_DIR  run folder of the stack
 //	E2E_REUSE=1    use the stack running in E2E_STACK_DIR, and leave it up
@@ -128,6 +129,11 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "e2e:", err)
 		return 1
 	}
+	if dp, err = startDataplane(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, "e2e:", err)
+		return 1
+	}
+	defer dp.Close()
 	report = newReporter(filepath.Join(dir, "e2e-report.txt"))
 	xpBreaker = watchBreaker(ctx)
 	code := m.Run()

@@ -3,9 +3,12 @@
 # machine. Builds what is missing (the first time takes 10 to 20 minutes on
 # 2 cores; progress is shown), starts three kube-apiservers and Crossplane
 # (test/stack/up.sh, crossplane-up.sh), installs kilomesh from its packages,
-# seeds the members with Kilo Nodes (test/stack/fixture), applies
+# seeds the members with Kilo Nodes (test/stack/fixture), starts the
+# data-plane harness in place of Kilo's agents (test/dataplane: a network
+# namespace per Node, real WireGuard tunnels, Kilo's heartbeat), applies
 # examples/mesh.yaml and prints, once every member holds exactly the Peers
-# the planner computes, the Peers of every member and the ClusterMesh status.
+# the planner computes, the Peers of every member, the ClusterMesh status and
+# which members' pods reach which through the tunnels.
 #
 #   test/stack/demo.sh        (make demo)
 #   test/stack/demo-down.sh   (make demo-down) stops exactly what it started
@@ -47,7 +50,7 @@ if stack_running crossplane >/dev/null && stack_running provider-kilomesh >/dev/
   stack_log "the demo is already running in $STACK_DIR; showing it again (make demo-down stops it)"
 else
   stack_log "building the tools (cached in .cache/bin; the first build takes 10 to 20 minutes on 2 cores)"
-  progress "building the tools" "$STACK_TOP/test/tools/build.sh" etcd kube crossplane crossplane-cli crane provider-kubernetes
+  progress "building the tools" "$STACK_TOP/test/tools/build.sh" etcd kube crossplane crossplane-cli crane provider-kubernetes wireguard-go
   for p in function provider configuration provider-kubernetes; do
     progress "building the $p package" env VERSION=v0.1.0 "$STACK_TOP/package/build.sh" "$p" >/dev/null
   done
@@ -61,6 +64,16 @@ mkdir -p "$STACK_DIR/bin"
 go build -o "$STACK_DIR/bin/meshtool" ./test/stack/meshtool
 stack_log "seeding the members with Kilo Nodes (no Kilo agent: the annotations Kilo would write)"
 "$STACK_DIR/bin/meshtool" seed cluster-a cluster-b cluster-c
+if ! stack_running dataplane-agent >/dev/null; then
+  agent=(agent)
+  if [ "$(id -u)" != 0 ] || [ ! -c /dev/net/tun ]; then
+    stack_log "no data plane: it needs root and /dev/net/tun; Kilo's heartbeat only"
+    agent+=(--heartbeat-only)
+  else
+    stack_log "standing in for Kilo's agents: a network namespace per Node, WireGuard on the leaders (test/dataplane)"
+  fi
+  stack_start dataplane-agent "$STACK_DIR/bin/meshtool" --stack-dir "$STACK_DIR" "${agent[@]}" cluster-a cluster-b cluster-c
+fi
 stack_log "docs/install.md: kubectl apply -f examples/mesh.yaml"
 stack_doc_run docs/install.md mesh >/dev/null
 "$STACK_DIR/bin/meshtool" wait --namespace network --name mesh --timeout 5m
@@ -68,6 +81,9 @@ stack_doc_run docs/install.md mesh >/dev/null
 "$STACK_DIR/bin/meshtool" show --namespace network --name mesh
 printf '\n$ kubectl get clustermesh -n network\n'
 kc get clustermesh -n network
+if [ "$(id -u)" = 0 ] && [ -c /dev/net/tun ]; then
+  "$STACK_DIR/bin/meshtool" matrix || stack_log "some pods do not reach each other (above)"
+fi
 cat <<EOF
 
 The demo runs in $STACK_DIR ($((SECONDS - started))s to get here). Try:

@@ -1,7 +1,8 @@
 // Command meshtool works on a ClusterMesh of the local stack: it seeds the
 // member clusters with Kilo Nodes, waits until every member holds exactly the
-// Peers the planner computes from those Nodes, and prints the Peers of every
-// member and the ClusterMesh's status.
+// Peers the planner computes from those Nodes, prints the Peers of every
+// member and the ClusterMesh's status, runs the data-plane harness in place
+// of Kilo's agents (test/dataplane) and probes which pods reach which.
 package main
 
 import (
@@ -29,9 +30,11 @@ import (
 type CLI struct {
 	StackDir string `default:".run/stack" env:"STACK_DIR" help:"Run folder of the stack."`
 
-	Seed SeedCmd `cmd:"" help:"Create the fixture Nodes (test/stack/fixture) in the member clusters."`
-	Wait WaitCmd `cmd:"" help:"Wait until every member holds exactly the Peers the planner computes from its Nodes, and the ClusterMesh is Ready."`
-	Show ShowCmd `cmd:"" help:"Print the Peers of every member and the ClusterMesh's status."`
+	Seed   SeedCmd   `cmd:"" help:"Create the fixture Nodes (test/stack/fixture) in the member clusters."`
+	Wait   WaitCmd   `cmd:"" help:"Wait until every member holds exactly the Peers the planner computes from its Nodes, and the ClusterMesh is Ready."`
+	Show   ShowCmd   `cmd:"" help:"Print the Peers of every member and the ClusterMesh's status."`
+	Agent  AgentCmd  `cmd:"" help:"Stand in for Kilo's agent on every Node of the members until stopped: a data plane of real WireGuard tunnels (test/dataplane) and Kilo's heartbeat."`
+	Matrix MatrixCmd `cmd:"" help:"Probe, through the running agent's data plane, which members' pods reach which."`
 }
 
 // SeedCmd seeds Nodes.

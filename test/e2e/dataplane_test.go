@@ -1,0 +1,393 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	kilov1alpha1 "github.com/kilomesh/kilomesh/apis/kilo/v1alpha1"
+	"github.com/kilomesh/kilomesh/test/dataplane"
+	"github.com/kilomesh/kilomesh/test/stack"
+	"github.com/kilomesh/kilomesh/test/stack/fixture"
+)
+
+// dp is the data plane of the run: it stands in for Kilo's agent on every
+// Node of every member, and writes Kilo's heartbeat on all of them, for the
+// whole run.
+var dp *dataplane.Harness
+
+// startDataplane builds wireguard-go and starts the harness: a data plane
+// for every member with Kilo's Peer, heartbeats for every member. Its log
+// goes to the run folder's logs.
+func startDataplane(ctx context.Context) (*dataplane.Harness, error) {
+	build := exec.CommandContext(ctx, filepath.Join(top, "test", "tools", "build.sh"), "wireguard-go")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		return nil, fmt.Errorf("cannot build wireguard-go: %w", err)
+	}
+	if err := os.MkdirAll(filepath.Join(env.Dir, "logs"), 0o750); err != nil {
+		return nil, err
+	}
+	logf, err := os.OpenFile(filepath.Join(env.Dir, "logs", "dataplane.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	var mu sync.Mutex
+	cfg := dataplane.Config{
+		Dir:         filepath.Join(env.Dir, "dataplane"),
+		WireguardGo: filepath.Join(env.Vars["STACK_BIN"], "wireguard-go"),
+		Hosts:       fixture.Hosts(),
+		Keys:        fixture.PrivateKey,
+		Log: func(format string, args ...any) {
+			mu.Lock()
+			defer mu.Unlock()
+			fmt.Fprintf(logf, time.Now().Format(time.TimeOnly)+" "+format+"\n", args...)
+		},
+	}
+	// The private keys of the fixture's nodes, before their Nodes exist.
+	_, _ = fixture.Mesh(), fixture.Extra()
+	for _, c := range clusters {
+		rc, err := env.RESTConfig(c)
+		if err != nil {
+			return nil, err
+		}
+		m := dataplane.Member{Name: c, Config: rc}
+		if c != noPeerCRD {
+			m.Subnet = fixture.WireguardCIDR(c)
+		}
+		cfg.Members = append(cfg.Members, m)
+	}
+	t0 := time.Now()
+	h, err := dataplane.Start(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(os.Stderr, "e2e: data plane up in %.1fs (log: %s)\n", time.Since(t0).Seconds(), logf.Name())
+	return h, nil
+}
+
+// reachable are the nodes of the mesh's members whose pods every other
+// member must reach, and extra ones.
+func reachable(extra map[string][]string) map[string][]string {
+	out := map[string][]string{}
+	all := fixture.Reachable()
+	for _, m := range meshMembers {
+		out[m] = append(append([]string(nil), all[m]...), extra[m]...)
+	}
+	return out
+}
+
+// pairName names a probe by its nodes.
+func pairName(p dataplane.Pair) string { return p.From.Node + " -> " + p.To.Node }
+
+// between lists the probes, both ways, between the pods of node and every
+// pod of the other members among nodes.
+func between(nodes map[string][]string, cluster, node string) []string {
+	var out []string
+	for c, ns := range nodes {
+		if c == cluster {
+			continue
+		}
+		for _, n := range ns {
+			out = append(out, node+" -> "+n, n+" -> "+node)
+		}
+	}
+	return out
+}
+
+// packets probes from every pod of nodes to every pod of the other
+// members, and fails unless exactly the pairs of want fail. The matrix
+// goes into the report under label.
+func packets(ctx context.Context, t *testing.T, mode, label string, nodes map[string][]string, want []string) {
+	t.Helper()
+	pods := dataplane.Select(dp.Pods(), nodes)
+	n := 0
+	for _, ns := range nodes {
+		n += len(ns)
+	}
+	if len(pods) != n {
+		t.Fatalf("%s: the data plane runs %d of the %d pods to probe: %v\n%s", label, len(pods), n, pods, dp.Dump(ctx))
+	}
+	start := time.Now()
+	m := dataplane.Matrix{Results: dataplane.Run(ctx, dataplane.Between(pods), dataplane.DefaultProbing)}
+	took := time.Since(start)
+	var got []string
+	for _, p := range m.Failed() {
+		got = append(got, pairName(p))
+	}
+	sort.Strings(got)
+	want = slices.Clone(want)
+	sort.Strings(want)
+	report.notef("%s: packets, %s (UDP echo between pod addresses through WireGuard, %.1fs):\n%s", mode, label, took.Seconds(), strings.TrimRight(m.String(), "\n"))
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("%s: pairs without an echo (-want +got):\n%s\n%s\n%s", label, diff, m, dp.Dump(ctx))
+		return
+	}
+	t.Logf("%s (%.1fs):\n%s", label, took.Seconds(), m)
+}
+
+// waitPeerKey waits until the WireGuard interface of every node of nodes
+// has a peer with key.
+func waitPeerKey(ctx context.Context, t *testing.T, cluster string, nodes []string, key string) {
+	t.Helper()
+	deadline := time.Now().Add(convergeTimeout)
+	for _, n := range nodes {
+		for {
+			d, err := dp.Device(ctx, cluster, n)
+			if err == nil && d != nil && slices.ContainsFunc(d.Peers, func(p dataplane.DevicePeer) bool { return p.PublicKey.String() == key }) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the WireGuard interface of %s/%s did not come to have a peer with key %s within %s: %v; %s", cluster, n, key, convergeTimeout, err, dp.Note(cluster, n))
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+}
+
+// waitOwnKey waits until the WireGuard interface of a node runs with key.
+func waitOwnKey(ctx context.Context, t *testing.T, cluster, node, key string) {
+	t.Helper()
+	deadline := time.Now().Add(convergeTimeout)
+	for {
+		d, err := dp.Device(ctx, cluster, node)
+		if err == nil && d != nil && d.PublicKey().String() == key {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s/%s does not run WireGuard with key %s within %s: %v; %s", cluster, node, key, convergeTimeout, err, dp.Note(cluster, node))
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// The leaders of the fixture's members, whose interfaces hold the Peers.
+var leaders = map[string][]string{
+	"cluster-a": {"node-a1", "node-a2"},
+	"cluster-b": {"node-b1", "node-b3"},
+	"cluster-c": {"node-c1"},
+}
+
+// setPaused marks a resource of the management cluster paused
+// (Crossplane's pause annotation), or not, and waits until its reconciler
+// says so. An XR whose watch circuit breaker is open drops the event of its
+// unpausing and stays paused until another event passes (one per 30 s): it
+// is touched until it resumes.
+func setPaused(ctx context.Context, t *testing.T, u *unstructured.Unstructured, on bool) {
+	t.Helper()
+	v := `null`
+	if on {
+		v = `"true"`
+	}
+	if err := mgmt.Patch(ctx, u, client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"annotations":{"crossplane.io/paused":`+v+`}}}`))); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(convergeTimeout)
+	touched := time.Now()
+	for {
+		if err := mgmt.Get(ctx, client.ObjectKeyFromObject(u), u); err != nil {
+			t.Fatal(err)
+		}
+		if _, reason, _ := conditionOf(u, "Synced"); (reason == "ReconcilePaused") == on {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s %s did not say it is paused (%v) within %s", u.GetKind(), u.GetName(), on, convergeTimeout)
+		}
+		if !on && time.Since(touched) > 5*time.Second {
+			poke := fmt.Sprintf(`{"metadata":{"annotations":{"e2e.kilomesh.io/poke":%q}}}`, time.Now().UTC().Format(time.RFC3339Nano))
+			if err := mgmt.Patch(ctx, u, client.RawPatch(types.MergePatchType, []byte(poke))); err != nil {
+				t.Fatal(err)
+			}
+			touched = time.Now()
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+}
+
+// meshObject is the ClusterMesh as an object to patch.
+func meshObject(ref meshRef) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(stack.MeshGVK)
+	u.SetNamespace(ref.ns)
+	u.SetName(ref.name)
+	return u
+}
+
+// delivering finds the composed resource that delivers a Peer into a
+// member: its Object, or the member's PeerSet.
+func delivering(ctx context.Context, t *testing.T, ref meshRef, mode, target, peer string) *unstructured.Unstructured {
+	t.Helper()
+	kind, want := "ObjectList/kubernetes.m.crossplane.io/v1alpha1", "peer-"+target+"-"+peer
+	if mode == "PeerSet" {
+		kind, want = "PeerSetList/kube.kilomesh.io/v1alpha1", "peerset-"+target
+	}
+	parts := strings.SplitN(kind, "/", 2)
+	l := &unstructured.UnstructuredList{}
+	l.SetAPIVersion(parts[1])
+	l.SetKind(parts[0])
+	if err := mgmt.List(ctx, l, client.InNamespace(ref.ns)); err != nil {
+		t.Fatal(err)
+	}
+	for i := range l.Items {
+		u := &l.Items[i]
+		if u.GetAnnotations()["crossplane.io/composition-resource-name"] == want && u.GetLabels()["crossplane.io/composite"] == ref.name {
+			return u
+		}
+	}
+	t.Fatalf("no composed resource %s of %s", want, ref)
+	return nil
+}
+
+// testPackets checks the mesh's Peers with packets: every pod reaches every
+// pod of every other member; a Peer broken by hand breaks exactly its
+// pairs; after a key rotation and after a node is added, connectivity comes
+// back with the new Peers, and only then.
+func testPackets(ctx context.Context, t *testing.T, mode string, ref meshRef) {
+	start := time.Now()
+	waitConverged(ctx, t, ref, convergeTimeout)
+	nodes := reachable(nil)
+	t.Run("every pod reaches every pod of every other member", func(t *testing.T) {
+		packets(ctx, t, mode, "converged mesh", nodes, nil)
+	})
+	t.Run("a Peer broken by hand breaks exactly its pairs", func(t *testing.T) {
+		testBrokenPeer(ctx, t, mode, ref, nodes)
+	})
+	t.Run("after a key rotation, packets pass with the new Peers and only then", func(t *testing.T) {
+		testRotation(ctx, t, mode, ref, nodes)
+	})
+	t.Run("after a node is added, packets pass with its Peers and only then", func(t *testing.T) {
+		testNodeAdded(ctx, t, mode, ref)
+	})
+	report.notef("%s: the packet checks took %.0fs", mode, time.Since(start).Seconds())
+}
+
+// testBrokenPeer gives node-a1's Peer in cluster-b a wrong key, by hand,
+// while its delivery is paused: exactly the pairs between node-a1 and
+// cluster-b's pods fail. Then it puts the Peer back.
+func testBrokenPeer(ctx context.Context, t *testing.T, mode string, ref meshRef, nodes map[string][]string) {
+	target, name := "cluster-b", peerName(ref, "cluster-a", "node-a1")
+	mr := delivering(ctx, t, ref, mode, target, name)
+	setPaused(ctx, t, mr, true)
+	p := &kilov1alpha1.Peer{}
+	if err := kube[target].Get(ctx, client.ObjectKey{Name: name}, p); err != nil {
+		t.Fatal(err)
+	}
+	right, wrong := p.Spec.PublicKey, fixture.Key("not node-a1")
+	p.Spec.PublicKey = wrong
+	if err := kube[target].Update(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	waitPeerKey(ctx, t, target, leaders[target], wrong)
+	want := []string{}
+	for _, n := range nodes[target] {
+		want = append(want, "node-a1 -> "+n, n+" -> node-a1")
+	}
+	packets(ctx, t, mode, "node-a1's Peer in cluster-b given a wrong key by hand", nodes, want)
+
+	if err := kube[target].Get(ctx, client.ObjectKey{Name: name}, p); err != nil {
+		t.Fatal(err)
+	}
+	p.Spec.PublicKey = right
+	if err := kube[target].Update(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	setPaused(ctx, t, mr, false)
+	waitConverged(ctx, t, ref, convergeTimeout)
+	waitPeerKey(ctx, t, target, leaders[target], right)
+	packets(ctx, t, mode, "the Peer put back", nodes, nil)
+}
+
+// testRotation rotates node-a1's key while the mesh is paused: its pairs
+// fail until the new Peers arrive, then pass.
+func testRotation(ctx context.Context, t *testing.T, mode string, ref meshRef, nodes map[string][]string) {
+	xr := meshObject(ref)
+	setPaused(ctx, t, xr, true)
+	old := nodeOf(ctx, t, "cluster-a", "node-a1")
+	key := fixture.Key("node-a1 rotated")
+	if err := fixture.Apply(ctx, kube["cluster-a"], old.With(kilov1alpha1.AnnotationKey, key)); err != nil {
+		t.Fatal(err)
+	}
+	waitOwnKey(ctx, t, "cluster-a", "node-a1", key)
+	packets(ctx, t, mode, "node-a1's key rotated, the mesh paused", nodes, between(nodes, "cluster-a", "node-a1"))
+	for _, m := range []string{"cluster-b", "cluster-c"} {
+		if p := rec.snapshot(m)[peerName(ref, "cluster-a", "node-a1")]; p.Spec.PublicKey != old.Annotations[kilov1alpha1.AnnotationKey] {
+			t.Errorf("%s holds node-a1's Peer with key %s while the mesh is paused, want the old key", m, p.Spec.PublicKey)
+		}
+	}
+
+	setPaused(ctx, t, xr, false)
+	waitConverged(ctx, t, ref, convergeTimeout)
+	for _, m := range []string{"cluster-b", "cluster-c"} {
+		waitPeerKey(ctx, t, m, leaders[m], key)
+	}
+	packets(ctx, t, mode, "node-a1's new Peers delivered", nodes, nil)
+}
+
+// testNodeAdded adds node-z to cluster-c while the mesh is paused: its pod
+// reaches no other member until its Peers arrive, then every one. It is
+// deleted again at the end.
+func testNodeAdded(ctx context.Context, t *testing.T, mode string, ref meshRef) {
+	xr := meshObject(ref)
+	setPaused(ctx, t, xr, true)
+	z := fixture.Full("node-z", "10.3.50.0/24", "192.168.3.50", "10.203.0.50/16").With(kilov1alpha1.AnnotationEndpoint, "192.0.2.50:51820")
+	if err := fixture.Apply(ctx, kube["cluster-c"], z); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := fixture.Delete(ctx, kube["cluster-c"], "node-z"); err != nil {
+			t.Error(err)
+		}
+		waitConverged(ctx, t, ref, convergeTimeout)
+	})
+	nodes := reachable(map[string][]string{"cluster-c": {"node-z"}})
+	// node-z runs once it peers with cluster-c's Peers.
+	waitPeerKey(ctx, t, "cluster-c", []string{"node-z"}, nodeOf(ctx, t, "cluster-b", "node-b1").Annotations[kilov1alpha1.AnnotationKey])
+	packets(ctx, t, mode, "node-z added to cluster-c, the mesh paused", nodes, between(nodes, "cluster-c", "node-z"))
+
+	setPaused(ctx, t, xr, false)
+	waitConverged(ctx, t, ref, convergeTimeout)
+	for _, m := range []string{"cluster-a", "cluster-b"} {
+		waitPeerKey(ctx, t, m, leaders[m], z.Annotations[kilov1alpha1.AnnotationKey])
+	}
+	packets(ctx, t, mode, "node-z's Peers delivered", nodes, nil)
+}
+
+// packetsDuringOutage probes while a member's API server is down: the other
+// members reach each other, and reach the unreachable member's leaders
+// through their last known Peers. Its non-leaders are reported, not
+// checked: Kilo's agents there, unable to write their heartbeats, drop
+// each other from their topology once the heartbeats are 60 s old (the
+// non-leaders then lose the routes through their leaders).
+func packetsDuringOutage(ctx context.Context, t *testing.T, mode, down string) {
+	t.Helper()
+	nodes := reachable(nil)
+	pods := dataplane.Select(dp.Pods(), nodes)
+	m := dataplane.Matrix{Results: dataplane.Run(ctx, dataplane.Between(pods), dataplane.DefaultProbing)}
+	report.notef("%s: packets, %s unreachable (its non-leaders are not checked):\n%s", mode, down, strings.TrimRight(m.String(), "\n"))
+	var bad []string
+	for _, p := range m.Failed() {
+		ends := []dataplane.Pod{p.From, p.To}
+		if !slices.ContainsFunc(ends, func(e dataplane.Pod) bool { return e.Cluster == down && !slices.Contains(leaders[down], e.Node) }) {
+			bad = append(bad, pairName(p))
+		}
+	}
+	if len(bad) > 0 {
+		t.Errorf("with %s unreachable, pairs got no echo: %s\n%s\n%s", down, strings.Join(bad, ", "), m, dp.Dump(ctx))
+	}
+}

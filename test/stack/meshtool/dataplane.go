@@ -1,0 +1,135 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/kilomesh/kilomesh/test/dataplane"
+	"github.com/kilomesh/kilomesh/test/stack"
+	"github.com/kilomesh/kilomesh/test/stack/fixture"
+)
+
+// dataplaneDir is the harness's folder in a stack's run folder.
+func dataplaneDir(env *stack.Env) string { return filepath.Join(env.Dir, "dataplane") }
+
+// AgentCmd runs the data-plane harness for the stack.
+type AgentCmd struct {
+	Clusters      []string `arg:"" optional:"" help:"Members to run (default: every cluster of the stack)."`
+	HeartbeatOnly bool     `help:"Only write Kilo's heartbeat on every Node: no data plane (it needs root and /dev/net/tun)."`
+}
+
+// Run runs the harness until it is told to stop (SIGTERM or SIGINT).
+func (c *AgentCmd) Run(cli *CLI) error {
+	env, err := stack.Load(cli.StackDir)
+	if err != nil {
+		return err
+	}
+	clusters := c.Clusters
+	if len(clusters) == 0 {
+		clusters = env.Clusters()
+	}
+	// The harness may hold the private keys of the fixture's nodes.
+	_, _ = fixture.Mesh(), fixture.Extra()
+	cfg := dataplane.Config{
+		Dir:         dataplaneDir(env),
+		WireguardGo: filepath.Join(env.Vars["STACK_BIN"], "wireguard-go"),
+		Hosts:       fixture.Hosts(),
+		Keys:        fixture.PrivateKey,
+		Log:         log.New(os.Stderr, "", log.LstdFlags).Printf,
+	}
+	for _, cl := range clusters {
+		rc, err := env.RESTConfig(cl)
+		if err != nil {
+			return err
+		}
+		m := dataplane.Member{Name: cl, Config: rc}
+		// A member without Kilo's Peer has no Kilo to stand in for; it
+		// gets heartbeats only.
+		if !c.HeartbeatOnly && env.Var(cl, "PEER_CRD") == "true" {
+			m.Subnet = fixture.WireguardCIDR(cl)
+		}
+		cfg.Members = append(cfg.Members, m)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	h, err := dataplane.Start(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	cfg.Log("running the agents of %s (data plane: %v)", strings.Join(clusters, ", "), !c.HeartbeatOnly)
+	<-ctx.Done()
+	cfg.Log("stopping")
+	h.Close()
+	return nil
+}
+
+// MatrixCmd probes the pods of the running harness.
+type MatrixCmd struct {
+	All     bool          `help:"Probe every pod, also those of the nodes the mesh leaves out on purpose."`
+	Timeout time.Duration `default:"60s" help:"How long to wait for the harness to run."`
+}
+
+// errUnreached says that some pairs got no echo.
+var errUnreached = errors.New("some pods do not reach each other")
+
+// Run probes from every pod to every pod of every other member and prints
+// the matrix.
+func (c *MatrixCmd) Run(cli *CLI) error {
+	env, err := stack.Load(cli.StackDir)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), c.Timeout+5*time.Minute)
+	defer cancel()
+	var st *dataplane.State
+	deadline := time.Now().Add(c.Timeout)
+	for {
+		st, err = dataplane.LoadState(dataplaneDir(env))
+		if err == nil && len(st.Pods) > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			if err == nil {
+				err = errors.New("it runs no pods (meshtool agent --heartbeat-only?)")
+			}
+			return fmt.Errorf("no data plane to probe: %w", err)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	pods := st.Pods
+	var out []string
+	if !c.All {
+		pods = dataplane.Select(st.Pods, fixture.Reachable())
+		kept := map[string]bool{}
+		for _, p := range pods {
+			kept[p.Cluster+"/"+p.Node] = true
+		}
+		for _, p := range st.Pods {
+			if !kept[p.Cluster+"/"+p.Node] {
+				out = append(out, p.Cluster+"/"+p.Node)
+			}
+		}
+		sort.Strings(out)
+	}
+	start := time.Now()
+	m := dataplane.Matrix{Results: dataplane.Run(ctx, dataplane.Between(pods), dataplane.DefaultProbing)}
+	w := os.Stdout
+	fmt.Fprintf(w, "\nPods reaching the pods of the other members through WireGuard (UDP echo; pairs passed/tried, %.1fs):\n", time.Since(start).Seconds())
+	m.Write(w)
+	if len(out) > 0 {
+		fmt.Fprintf(w, "  not probed, left out of the mesh on purpose: %s (--all probes them too)\n", strings.Join(out, ", "))
+	}
+	if len(m.Failed()) > 0 {
+		return errUnreached
+	}
+	return nil
+}

@@ -42,6 +42,11 @@ type Config struct {
 	Keys func(pub string) ([32]byte, bool)
 	// Log receives a line for each thing worth telling; nil drops them.
 	Log func(format string, args ...any)
+	// HeartbeatOnly, when set, picks Nodes that only get heartbeats: they
+	// get no namespace and no agent, and no agent sees them. It serves
+	// Nodes that stand for a control-plane test only (hundreds of them,
+	// where a namespace each would cost more than the test measures).
+	HeartbeatOnly func(*corev1.Node) bool
 }
 
 // dataPlane tells whether a member has a data plane; without one the
@@ -326,6 +331,15 @@ func (mb *member) reconcile(ctx context.Context) error {
 	var errs []error
 	if err := mb.checkIn(ctx, nodes.Items, true); err != nil {
 		errs = append(errs, err)
+	}
+	if only := mb.h.cfg.HeartbeatOnly; only != nil {
+		kept := nodes.Items[:0]
+		for i := range nodes.Items {
+			if !only(&nodes.Items[i]) {
+				kept = append(kept, nodes.Items[i])
+			}
+		}
+		nodes.Items = kept
 	}
 	seen := map[string]bool{}
 	for i := range nodes.Items {

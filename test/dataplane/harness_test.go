@@ -149,6 +149,9 @@ func TestHarness(t *testing.T) {
 	a9.Annotations[kilov1alpha1.AnnotationKey] = "not-a-key"
 	b9 := kiloNode("node-b9", "10.2.9.0/24", "192.168.2.19/24", "198.51.100.29:51820", "location", keys)
 	b9.Annotations[kilov1alpha1.AnnotationKey] = "not-a-key"
+	// node-a8 stands for a control-plane test only: heartbeats, no agent.
+	a8 := kiloNode("node-a8", "10.1.8.0/24", "192.168.1.18/24", "203.0.113.18:51820", "full", keys)
+	a8.Labels = map[string]string{"test/heartbeat-only": "true"}
 	a1 := peer("a-node-a1", keys.key("node-a1"), "203.0.113.11", "", 51820, "10.1.1.0/24")
 	// The Peers a mesh would write: the location of cluster-b (led by
 	// node-b1, the one with a public endpoint, reached by a name) into
@@ -157,6 +160,7 @@ func TestHarness(t *testing.T) {
 		kiloNode("node-a1", "10.1.1.0/24", "192.168.1.11/24", "203.0.113.11:51820", "full", keys),
 		kiloNode("node-a2", "10.1.2.0/24", "192.168.1.12/24", "203.0.113.12:51820", "full", keys),
 		a9,
+		a8,
 		peer("b-dc1", keys.key("node-b1"), "", "vpn-b.example.net", 51820, "10.2.1.0/24", "10.2.2.0/24"),
 	)
 	create(ctx, t, cb,
@@ -170,12 +174,13 @@ func TestHarness(t *testing.T) {
 	started := time.Now().Unix()
 	var logs strings.Builder
 	h, err := Start(ctx, Config{
-		Dir:         t.TempDir(),
-		WireguardGo: wg,
-		Members:     []Member{{Name: "cluster-a", Config: a, Subnet: "10.201.0.0/16"}, {Name: "cluster-b", Config: b, Subnet: "10.202.0.0/16"}},
-		Hosts:       map[string]string{"vpn-b.example.net": "198.51.100.21"},
-		Keys:        keys.lookup,
-		Log:         func(f string, args ...any) { fmt.Fprintf(&logs, f+"\n", args...) },
+		Dir:           t.TempDir(),
+		WireguardGo:   wg,
+		Members:       []Member{{Name: "cluster-a", Config: a, Subnet: "10.201.0.0/16"}, {Name: "cluster-b", Config: b, Subnet: "10.202.0.0/16"}},
+		Hosts:         map[string]string{"vpn-b.example.net": "198.51.100.21"},
+		Keys:          keys.lookup,
+		Log:           func(f string, args ...any) { fmt.Fprintf(&logs, f+"\n", args...) },
+		HeartbeatOnly: func(n *corev1.Node) bool { return n.Labels["test/heartbeat-only"] == "true" },
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -277,6 +282,23 @@ func TestHarness(t *testing.T) {
 		waitForPeerKey(ctx, t, h, "cluster-a", "node-a2", keys.key("node-a0"))
 		if m := (Matrix{Results: Run(ctx, pairs, DefaultProbing)}); len(m.Failed()) > 0 {
 			t.Errorf("pairs failed once the WireGuard IPs moved:\n%s\n%s", m, h.Dump(ctx))
+		}
+	})
+
+	t.Run("a heartbeat-only node has no machine and no agent sees it", func(t *testing.T) {
+		for _, p := range h.Pods() {
+			if p.Node == "node-a8" {
+				t.Errorf("node-a8 is heartbeat-only, yet has a machine: %+v", p)
+			}
+		}
+		d, err := h.Device(ctx, "cluster-a", "node-a1")
+		if err != nil || d == nil {
+			t.Fatalf("node-a1 has no interface: %v", err)
+		}
+		for _, p := range d.Peers {
+			if p.PublicKey.String() == a8.Annotations[kilov1alpha1.AnnotationKey] {
+				t.Errorf("node-a8 is heartbeat-only, yet node-a1 has it as a peer: %+v", p)
+			}
 		}
 	})
 

@@ -45,6 +45,8 @@ type Function struct {
 	// maxPeerSetBytes; benchmarks raise them to measure meshes past the
 	// limits.
 	maxResponse, maxPeerSet int
+	// now is the clock; time.Now when nil.
+	now func() time.Time
 }
 
 // RunFunction plans the mesh of the observed ClusterMesh and composes its
@@ -121,6 +123,14 @@ func (f *Function) RunFunction(_ context.Context, req *fnv1.RunFunctionRequest) 
 	}
 	if settling(rsp, obs) && ttl > settleTTL {
 		rsp.Meta.Ttl = durationpb.New(settleTTL)
+	}
+	now := time.Now
+	if f.now != nil {
+		now = f.now
+	}
+	if wait := holdFirstDelivery(xr, obs, now()); wait > 0 {
+		log.Debug("Waiting for every member's first report before delivering", "wait", wait)
+		withhold(rsp, wait)
 	}
 	log.Debug("Planned the mesh", "peers", plan.Status.PeerCount, "skipped", plan.Status.SkippedNodeCount)
 	return rsp, nil

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -53,6 +54,9 @@ func startDataplane(ctx context.Context) (*dataplane.Harness, error) {
 		WireguardGo: filepath.Join(env.Vars["STACK_BIN"], "wireguard-go"),
 		Hosts:       fixture.Hosts(),
 		Keys:        fixture.PrivateKey,
+		// The large mesh's nodes get heartbeats only: its Peers are
+		// counted, its packets are not sent.
+		HeartbeatOnly: func(n *corev1.Node) bool { return n.Labels[labelScale] == "true" },
 		Log: func(format string, args ...any) {
 			mu.Lock()
 			defer mu.Unlock()
@@ -67,7 +71,7 @@ func startDataplane(ctx context.Context) (*dataplane.Harness, error) {
 			return nil, err
 		}
 		m := dataplane.Member{Name: c, Config: rc}
-		if c != noPeerCRD {
+		if c != noPeerCRD && !slices.Contains(scaleOnly, c) {
 			m.Subnet = fixture.WireguardCIDR(c)
 		}
 		cfg.Members = append(cfg.Members, m)

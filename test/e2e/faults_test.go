@@ -405,6 +405,7 @@ func testOutage(ctx context.Context, t *testing.T, mode string, ref meshRef) {
 	down := "cluster-b"
 	before := uids(ref)
 	_, opens0 := xpBreaker.last()
+	xrTrace.take(ref.String())
 	t0 := time.Now()
 	stopped := time.Now() // down.sh returns once the server has exited, ~3 s later
 	if err := script(ctx, "down.sh", down+"-apiserver"); err != nil {
@@ -448,12 +449,14 @@ func testOutage(ctx context.Context, t *testing.T, mode string, ref meshRef) {
 			break
 		}
 	}
+	report.xrEvents(fmt.Sprintf("%s: a member unreachable for %s", ref.ns, outage), ref)
 	if err := script(ctx, "start.sh", down+"-apiserver"); err != nil {
 		t.Fatal(err)
 	}
 	started := time.Now()
 	took := waitConverged(ctx, t, ref, convergeTimeout)
 	waitCondition(ctx, t, ref, "ClustersReachable", "True", convergeTimeout)
+	report.xrEvents(ref.ns+": the member back, until reachable", ref)
 	_, opens := xpBreaker.last()
 	report.notef("%s: after a %s outage of %s, the mesh converged %.1fs after it came back (ClustersReachable=True after %.1fs); Crossplane's watch circuit breakers opened %.0f times meanwhile", mode, outage, down, took.Seconds(), time.Since(started).Seconds(), opens-opens0)
 	if p := rec.snapshot(down)[peer]; p.Spec.PublicKey != key {
@@ -486,6 +489,7 @@ func testRemoveCluster(ctx context.Context, t *testing.T, ref meshRef) *meshv1al
 	}
 	took := waitConverged(ctx, t, ref, convergeTimeout)
 	t.Logf("converged %.1fs after cluster-c was removed", took.Seconds())
+	report.notef("%s: every member converged %.1fs after cluster-c was removed from the spec (goal <= 5 s)", ref.ns, took.Seconds())
 	report.xrEvents(ref.ns+": member removed", ref)
 	if ps := meshPeers("cluster-c", ref); len(ps) > 0 {
 		t.Errorf("cluster-c still holds %d Peers of the mesh", len(ps))
@@ -532,8 +536,9 @@ func testAddCluster(ctx context.Context, t *testing.T, ref meshRef, c *meshv1alp
 	}
 	took := waitConverged(ctx, t, ref, convergeTimeout)
 	t.Logf("converged %.1fs after %s was added", took.Seconds(), c.Name)
+	report.notef("%s: every member converged %.1fs after %s was added to the spec (goal <= 5 s)", ref.ns, took.Seconds(), c.Name)
 	report.xrEvents(ref.ns+": member added", ref)
-	for _, m := range rec.memberNames() {
+	for _, m := range meshMembers {
 		if m == c.Name {
 			if len(meshPeers(m, ref)) == 0 {
 				t.Errorf("%s holds no Peer of the mesh after it was added", m)

@@ -18,9 +18,13 @@
 //	E2E_KEEP=1     leave the stack up after the tests (for debugging)
 //	E2E_MODES      delivery modes to test (default "Objects PeerSet")
 //	E2E_OUTAGE     how long a member API server stays down (default 2m)
-//	E2E_REPS       changes of each kind measured per mode (default 3)
-//	E2E_GAP        pause between two measured changes (default 15s)
+//	E2E_REPS       batches of changes of each kind measured per mode (default 3; Objects 1)
+//	E2E_BATCH      node changes made at once in a batch (default 8; Objects 24)
+//	E2E_GAP        pause between two measured batches (default 20s)
 //	E2E_CONVERGE   how long a mesh may take to converge (default 3m)
+//	E2E_RESTORE_REPS     Peers broken by hand per kind, in PeerSet delivery (default 3)
+//	E2E_RESTORE_OBJECTS  how long Objects delivery gets to restore one (default 30s)
+//	E2E_SCALE_NODES      nodes per member of the large mesh (default 50)
 //	E2E_KNOWN_BUGS=1  run the checks of known bugs instead of skipping them
 package e2e
 
@@ -44,8 +48,9 @@ import (
 )
 
 // The clusters of the stack: cluster-a is the management cluster and a
-// member; cluster-d has no Kilo Peer CRD.
-var clusters = []string{"cluster-a", "cluster-b", "cluster-c", "cluster-d"}
+// member; cluster-d has no Kilo Peer CRD; cluster-e and cluster-f are
+// members of the large mesh only (TestScale), with no data plane.
+var clusters = []string{"cluster-a", "cluster-b", "cluster-c", "cluster-d", "cluster-e", "cluster-f"}
 
 const noPeerCRD = "cluster-d"
 

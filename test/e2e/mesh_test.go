@@ -138,6 +138,7 @@ func testMode(ctx context.Context, t *testing.T, mode string, vpn *kilov1alpha1.
 	t.Run("a hostile tenant", func(t *testing.T) { testHostileTenant(ctx, t, mode, ref) })
 	t.Run("overlapping CIDRs freeze the mesh", func(t *testing.T) { testOverlap(ctx, t, ref) })
 	t.Run("members follow node changes", func(t *testing.T) { testFollow(ctx, t, mode, ref) })
+	t.Run("a Peer edited or deleted by hand is restored", func(t *testing.T) { testRestore(ctx, t, mode, ref) })
 	t.Run("packets", func(t *testing.T) { testPackets(ctx, t, mode, ref) })
 	t.Run("processes killed and restarted", func(t *testing.T) { testCrash(ctx, t, ref) })
 	t.Run("member unreachable", func(t *testing.T) { testOutage(ctx, t, mode, ref) })
@@ -348,117 +349,151 @@ func meshRefOf(mode string) meshRef {
 	return meshRef{ns: "mesh-" + strings.ToLower(mode), name: "mesh"}
 }
 
-// change makes one change in member src and times its arrival in every other
-// member of the mesh: pred tells, from a target's Peers, that it arrived.
-func change(ctx context.Context, t *testing.T, mode, kind, src string, do func() error, pred func(map[string]*kilov1alpha1.Peer) bool) {
+// A nodeChange is one change of a node in member src: do makes it, arrived
+// tells from a target member's Peers that it arrived there.
+type nodeChange struct {
+	src     string
+	do      func() error
+	arrived func(map[string]*kilov1alpha1.Peer) bool
+}
+
+// change makes a batch of node changes of one kind at once and times the
+// arrival of each in every other member of the mesh.
+func change(ctx context.Context, t *testing.T, mode, kind string, batch []nodeChange) {
 	t.Helper()
 	type w struct {
-		target string
-		w      *waiter
+		src, target string
+		w           *waiter
 	}
 	var ws []w
-	for _, target := range meshMembers {
-		if target == src {
-			continue
+	for _, c := range batch {
+		for _, target := range meshMembers {
+			if target == c.src {
+				continue
+			}
+			x, err := rec.expect(target, c.arrived)
+			if err != nil {
+				t.Fatalf("%s in %s: %v", kind, c.src, err)
+			}
+			ws = append(ws, w{c.src, target, x})
 		}
-		x, err := rec.expect(target, pred)
-		if err != nil {
-			t.Fatalf("%s in %s: %v", kind, src, err)
-		}
-		ws = append(ws, w{target, x})
 	}
 	events0, _ := metric(crossplaneMetrics(), "circuit_breaker_events_total")
 	xrTrace.take(meshRefOf(mode).String())
 	t0 := time.Now()
-	if err := do(); err != nil {
-		t.Fatal(err)
+	errs := make(chan error, len(batch))
+	for _, c := range batch {
+		go func() { errs <- c.do() }()
+	}
+	for range batch {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
 	}
 	defer func() {
-		// The XR's watch events the change caused, once things settled.
+		// The XR's watch events the batch caused, once things settled.
 		time.Sleep(3 * time.Second)
 		if n, err := metric(crossplaneMetrics(), "circuit_breaker_events_total"); err == nil {
 			report.count(mode, kind, n-events0)
 		}
-		report.xrEvents(meshRefOf(mode).ns+": one node changed", meshRefOf(mode))
+		report.xrEvents(fmt.Sprintf("%s: %d nodes changed at once", meshRefOf(mode).ns, len(batch)), meshRefOf(mode))
 	}()
 	for _, x := range ws {
 		wctx, cancel := context.WithTimeout(ctx, convergeTimeout)
 		at, err := x.w.wait(wctx)
 		cancel()
 		if err != nil {
-			t.Errorf("%s in %s did not reach %s within %s", kind, src, x.target, convergeTimeout)
+			t.Errorf("%s in %s did not reach %s within %s", kind, x.src, x.target, convergeTimeout)
 			continue
 		}
 		report.sample(mode, kind, at.Sub(t0))
-		t.Logf("%s in %s reached %s after %.2fs", kind, src, x.target, at.Sub(t0).Seconds())
 	}
 }
 
 // testFollow adds nodes, rotates their keys, changes their endpoint
-// annotation and deletes them, in cluster-a and cluster-c alternately, and
-// times each change's arrival in the other members.
+// annotation and deletes them, in batches of nodes of cluster-a and
+// cluster-c changed at once, and times each change's arrival in the other
+// members.
 func testFollow(ctx context.Context, t *testing.T, mode string, ref meshRef) {
 	waitBreakerClosed(ctx, t, ref)
-	reps := envInt("E2E_REPS", 3)
-	// A change costs the XR about 15 watch events and the circuit breaker
-	// refills 1 per second: a gap keeps it closed.
-	gap := envDuration("E2E_GAP", 15*time.Second)
-	opens0, _ := metric(crossplaneMetrics(), "circuit_breaker_opens_total")
-	type added struct {
-		src  string
-		name string
-		at   time.Time
+	reps, size := envInt("E2E_REPS", 3), envInt("E2E_BATCH", 8)
+	if mode == "Objects" {
+		// Every batch of Objects opens the circuit breaker and then waits
+		// for Crossplane's poll: one batch of each kind, as many changes.
+		reps, size = envInt("E2E_REPS", 1), envInt("E2E_BATCH", 24)
 	}
-	var nodes []added
-	for i := range reps {
+	// A batch costs the XR about 20 watch events and the circuit breaker
+	// refills 1 per second: a gap keeps it closed.
+	gap := envDuration("E2E_GAP", 20*time.Second)
+	opens0, _ := metric(crossplaneMetrics(), "circuit_breaker_opens_total")
+	type node struct {
+		src  string
+		n    fixture.Node
+		peer string
+	}
+	var nodes []node
+	for i := range reps * size {
 		src, octet := "cluster-a", 1
 		if i%2 == 1 {
 			src, octet = "cluster-c", 3
 		}
 		name := fmt.Sprintf("node-x%d", i)
-		peer := peerName(ref, src, name)
 		n := fixture.Full(name, fmt.Sprintf("10.%d.%d.0/24", octet, 100+i), fmt.Sprintf("192.168.%d.%d", octet, 100+i), fmt.Sprintf("10.%d.0.%d/16", 200+octet, 100+i)).
-			With(kilov1alpha1.AnnotationEndpoint, fmt.Sprintf("192.0.2.%d:51820", 100+10*octet+i))
-		c := kube[src]
-
-		change(ctx, t, mode, "node added", src, func() error { return fixture.Apply(ctx, c, n) },
-			func(ps map[string]*kilov1alpha1.Peer) bool {
-				p := ps[peer]
-				return p != nil && p.Spec.PublicKey == fixture.Key(name)
-			})
-		nodes = append(nodes, added{src, name, time.Now()})
+			With(kilov1alpha1.AnnotationEndpoint, fmt.Sprintf("192.0.2.%d:51820", 100+i))
+		nodes = append(nodes, node{src, n, peerName(ref, src, name)})
+	}
+	// each makes one batch of changes, one per node of the rep's batch.
+	each := func(kind string, r int, mk func(x *node) nodeChange) {
+		var batch []nodeChange
+		for k := range size {
+			batch = append(batch, mk(&nodes[r*size+k]))
+		}
+		change(ctx, t, mode, kind, batch)
 		time.Sleep(gap)
-
-		key := fixture.Key(name + " rotated")
-		n = n.With(kilov1alpha1.AnnotationKey, key)
-		change(ctx, t, mode, "key rotated", src, func() error { return fixture.Apply(ctx, c, n) },
-			func(ps map[string]*kilov1alpha1.Peer) bool { p := ps[peer]; return p != nil && p.Spec.PublicKey == key })
-		time.Sleep(gap)
-
-		ip := fmt.Sprintf("198.18.0.%d", 10+i)
-		n = n.With(kilov1alpha1.AnnotationEndpoint, ip+":51821")
-		change(ctx, t, mode, "endpoint changed", src, func() error { return fixture.Apply(ctx, c, n) },
-			func(ps map[string]*kilov1alpha1.Peer) bool {
-				p := ps[peer]
-				return p != nil && p.Spec.Endpoint != nil && p.Spec.Endpoint.DNSOrIP.IP == ip && p.Spec.Endpoint.Port == 51821
-			})
-		time.Sleep(gap)
+	}
+	created := make([]time.Time, reps)
+	for r := range reps {
+		each("node added", r, func(x *node) nodeChange {
+			n, c, name, peer := x.n, kube[x.src], x.n.Name, x.peer
+			return nodeChange{x.src, func() error { return fixture.Apply(ctx, c, n) },
+				func(ps map[string]*kilov1alpha1.Peer) bool {
+					p := ps[peer]
+					return p != nil && p.Spec.PublicKey == fixture.Key(name)
+				}}
+		})
+		created[r] = time.Now()
+		each("key rotated", r, func(x *node) nodeChange {
+			key := fixture.Key(x.n.Name + " rotated")
+			x.n = x.n.With(kilov1alpha1.AnnotationKey, key)
+			n, c, peer := x.n, kube[x.src], x.peer
+			return nodeChange{x.src, func() error { return fixture.Apply(ctx, c, n) },
+				func(ps map[string]*kilov1alpha1.Peer) bool { p := ps[peer]; return p != nil && p.Spec.PublicKey == key }}
+		})
+		each("endpoint changed", r, func(x *node) nodeChange {
+			ip := "198.18.0." + strings.TrimPrefix(x.n.Name, "node-x")
+			x.n = x.n.With(kilov1alpha1.AnnotationEndpoint, ip+":51821")
+			n, c, peer := x.n, kube[x.src], x.peer
+			return nodeChange{x.src, func() error { return fixture.Apply(ctx, c, n) },
+				func(ps map[string]*kilov1alpha1.Peer) bool {
+					p := ps[peer]
+					return p != nil && p.Spec.Endpoint != nil && p.Spec.Endpoint.DNSOrIP.IP == ip && p.Spec.Endpoint.Port == 51821
+				}}
+		})
 	}
 	// A managed resource deleted within 30 s of its creation waits out
 	// crossplane-runtime's creation grace period: delete older nodes only.
-	for _, a := range nodes {
-		if d := 35*time.Second - time.Since(a.at); d > 0 {
+	for r := range reps {
+		if d := 35*time.Second - time.Since(created[r]); d > 0 {
 			time.Sleep(d)
 		}
-		peer := peerName(ref, a.src, a.name)
-		c := kube[a.src]
-		name := a.name
-		change(ctx, t, mode, "node deleted", a.src, func() error { return fixture.Delete(ctx, c, name) },
-			func(ps map[string]*kilov1alpha1.Peer) bool { return ps[peer] == nil })
-		time.Sleep(gap)
+		each("node deleted", r, func(x *node) nodeChange {
+			c, name, peer := kube[x.src], x.n.Name, x.peer
+			return nodeChange{x.src, func() error { return fixture.Delete(ctx, c, name) },
+				func(ps map[string]*kilov1alpha1.Peer) bool { return ps[peer] == nil }}
+		})
 	}
 	if opens, err := metric(crossplaneMetrics(), "circuit_breaker_opens_total"); err == nil {
-		report.notef("%s: the XR watch circuit breaker opened %.0f times during %d timed node changes (%s apart)", mode, opens-opens0, 4*reps, gap)
+		report.notef("%s: the XR watch circuit breaker opened %.0f times during %d batches of %d node changes (%s apart)", mode, opens-opens0, 4*reps, size, gap)
 	}
 	waitConverged(ctx, t, ref, convergeTimeout)
 }

@@ -104,10 +104,10 @@ func (r *reporter) text() string {
 			sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
 			fmt.Fprintf(&b, "  %-28s %5d %7.2f %7.2f %7.2f %7.2f\n", k, len(s), s[0].Seconds(), percentile(s, 0.5).Seconds(), percentile(s, 0.95).Seconds(), s[len(s)-1].Seconds())
 		}
-		b.WriteString("  goal: p50 <= 2 s, p95 <= 5 s (reported, not asserted)\n\n")
+		b.WriteString("  goal: p50 <= 1 s, p95 <= 3 s (reported, not asserted)\n\n")
 	}
 	if len(r.events) > 0 {
-		b.WriteString("watch events the XR's circuit breaker counted per change (burst 100, refill 1/s by default):\n")
+		b.WriteString("watch events the XR's circuit breaker counted per batch of node changes made at once (burst 100, refill 1/s by default):\n")
 		keys := make([]string, 0, len(r.events))
 		for k := range r.events {
 			keys = append(keys, k)

@@ -1,0 +1,112 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	kilov1alpha1 "github.com/kilomesh/kilomesh/apis/kilo/v1alpha1"
+)
+
+// restoreWait bounds the wait for a Peer broken by hand to be restored. In
+// Objects delivery provider-kubernetes sees a member's Peers again only on
+// its poll (10 minutes by default): the run reports what it saw within the
+// bound, then puts the Peer back itself.
+func restoreWait(mode string) time.Duration {
+	if mode == "Objects" {
+		return envDuration("E2E_RESTORE_OBJECTS", 30*time.Second)
+	}
+	return convergeTimeout
+}
+
+// testRestore edits a kilomesh Peer in a member by hand (its allowedIPs
+// replaced), then deletes one, and times until the Peer is as the mesh
+// wants it again, from the recorder's watch events of the member.
+func testRestore(ctx context.Context, t *testing.T, mode string, ref meshRef) {
+	waitConverged(ctx, t, ref, convergeTimeout)
+	target := "cluster-b"
+	reps := envInt("E2E_RESTORE_REPS", 3)
+	if mode == "Objects" {
+		reps = 1
+	}
+	var edited, deleted []string
+	for i := range reps {
+		name := peerName(ref, "cluster-a", "node-a1")
+		if i%2 == 1 {
+			name = peerName(ref, "cluster-c", "node-c1")
+		}
+		edited = append(edited, restored(ctx, t, mode, target, name, "edited", func(p *kilov1alpha1.Peer) error {
+			p.Spec.AllowedIPs = []string{"10.99.0.0/24"}
+			return kube[target].Update(ctx, p)
+		}))
+		deleted = append(deleted, restored(ctx, t, mode, target, name, "deleted", func(p *kilov1alpha1.Peer) error {
+			return kube[target].Delete(ctx, p)
+		}))
+	}
+	report.notef("%s: a kilomesh Peer in %s restored after it was edited by hand (allowedIPs replaced): %s; after it was deleted by hand: %s (goal <= 5 s in the default delivery)",
+		mode, target, strings.Join(edited, ", "), strings.Join(deleted, ", "))
+}
+
+// restored breaks Peer name of target with do and returns how long it took
+// until the member held it as before, or that it did not within the bound
+// (and then puts it back by hand).
+func restored(ctx context.Context, t *testing.T, mode, target, name, how string, do func(*kilov1alpha1.Peer) error) string {
+	t.Helper()
+	p := &kilov1alpha1.Peer{}
+	if err := kube[target].Get(ctx, client.ObjectKey{Name: name}, p); err != nil {
+		t.Fatal(err)
+	}
+	want := p.DeepCopy()
+	// The Peer is back once it was seen broken, then as before.
+	broken := false
+	w, err := rec.expect(target, func(ps map[string]*kilov1alpha1.Peer) bool {
+		q := ps[name]
+		same := q != nil && equality.Semantic.DeepEqual(q.Spec, want.Spec)
+		if !broken {
+			broken = !same
+			return false
+		}
+		return same
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Now()
+	if err := do(p); err != nil {
+		t.Fatalf("cannot break Peer %s of %s by hand: %v", name, target, err)
+	}
+	bound := restoreWait(mode)
+	wctx, cancel := context.WithTimeout(ctx, bound)
+	at, err := w.wait(wctx)
+	cancel()
+	if err == nil {
+		return fmt.Sprintf("%.2fs", at.Sub(t0).Seconds())
+	}
+	if mode != "Objects" {
+		t.Errorf("Peer %s of %s, %s by hand, was not restored within %s", name, target, how, bound)
+	}
+	// Put it back by hand, as the mesh wants it.
+	cur := &kilov1alpha1.Peer{}
+	switch err := kube[target].Get(ctx, client.ObjectKey{Name: name}, cur); {
+	case err == nil:
+		cur.Spec = want.Spec
+		err = kube[target].Update(ctx, cur)
+		if err != nil {
+			t.Fatalf("cannot put Peer %s of %s back: %v", name, target, err)
+		}
+	default:
+		back := &kilov1alpha1.Peer{Spec: want.Spec}
+		back.Name, back.Labels, back.Annotations = want.Name, want.Labels, want.Annotations
+		if err := kube[target].Create(ctx, back); err != nil {
+			t.Fatalf("cannot put Peer %s of %s back: %v", name, target, err)
+		}
+	}
+	return fmt.Sprintf("not within %s", bound)
+}

@@ -21,7 +21,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -494,6 +496,29 @@ func TestNodeInventory(t *testing.T) {
 		}
 		if c := during.GetCondition(xpv2.TypeReady); c.Status != corev1.ConditionTrue {
 			t.Errorf("Ready must stay True while unreachable, got %s", c.Status)
+		}
+		// The watch retries (0.8 s, 1.6 s, 3.2 s, ... apart), each request
+		// with its own URL: the inventory is not written again for that.
+		// Every write would be a watch event of every mesh using it. The
+		// first retry may still say something new: the broken connection
+		// came first, the refused ones follow.
+		time.Sleep(2 * time.Second)
+		settled, err := getInventory(ctx, ns, "all")
+		if err != nil {
+			t.Fatal(err)
+		}
+		messages := map[string]bool{settled.GetCondition(xpv2.TypeSynced).Message: true}
+		for range 40 {
+			time.Sleep(250 * time.Millisecond)
+			ni, err := getInventory(ctx, ns, "all")
+			if err != nil {
+				t.Fatal(err)
+			}
+			messages[ni.GetCondition(xpv2.TypeSynced).Message] = true
+			if ni.ResourceVersion != settled.ResourceVersion {
+				t.Errorf("the inventory was written again while its cluster stayed unreachable: %v", slices.Sorted(maps.Keys(messages)))
+				break
+			}
 		}
 
 		// A change made while the provider cannot see the cluster arrives

@@ -18,6 +18,7 @@ package remote
 
 import (
 	"context"
+	"net/url"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -264,6 +265,7 @@ func (f *feed) record(err error, changed, gone func()) {
 	case kerrors.IsNotFound(err):
 		gone()
 	}
+	err = stable(err)
 	f.mu.Lock()
 	was := f.err
 	f.err = err
@@ -272,6 +274,27 @@ func (f *feed) record(err error, changed, gone func()) {
 		f.signal()
 		changed()
 	}
+}
+
+// stable drops the query from the URL of a request that failed: a watch
+// asks with a random timeoutSeconds and the last resourceVersion, so the
+// same failure, retried, would read differently each time, and every status
+// that reports it would be written again at every retry of an unreachable
+// member, each write a watch event of the meshes that use it.
+// What the client wraps around it (the errors of its own earlier attempts,
+// with their local ports) goes too; the cause stays as it is, for the checks
+// of refused and untrusted credentials.
+func stable(err error) error {
+	var ue *url.Error
+	if !errors.As(err, &ue) {
+		return err
+	}
+	u, perr := url.Parse(ue.URL)
+	if perr != nil {
+		return err
+	}
+	u.RawQuery = ""
+	return &url.Error{Op: ue.Op, URL: u.String(), Err: ue.Err}
 }
 
 // signal wakes the waits for the next outcome.

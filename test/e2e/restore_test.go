@@ -94,14 +94,13 @@ func restored(ctx context.Context, t *testing.T, mode, target, name, how string,
 	}
 	// Put it back by hand, as the mesh wants it.
 	cur := &kilov1alpha1.Peer{}
-	switch err := kube[target].Get(ctx, client.ObjectKey{Name: name}, cur); {
-	case err == nil:
+	if err := kube[target].Get(ctx, client.ObjectKey{Name: name}, cur); err == nil {
 		cur.Spec = want.Spec
 		err = kube[target].Update(ctx, cur)
 		if err != nil {
 			t.Fatalf("cannot put Peer %s of %s back: %v", name, target, err)
 		}
-	default:
+	} else {
 		back := &kilov1alpha1.Peer{Spec: want.Spec}
 		back.Name, back.Labels, back.Annotations = want.Name, want.Labels, want.Annotations
 		if err := kube[target].Create(ctx, back); err != nil {

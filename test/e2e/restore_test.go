@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kilov1alpha1 "github.com/kilomesh/kilomesh/apis/kilo/v1alpha1"
@@ -18,7 +19,8 @@ import (
 // restoreWait bounds the wait for a Peer broken by hand to be restored. In
 // Objects delivery provider-kubernetes sees a member's Peers again only on
 // its poll (10 minutes by default): the run reports what it saw within the
-// bound, then puts the Peer back itself.
+// bound, then touches the Peer's Object, which makes provider-kubernetes
+// look at once, as a user can.
 func restoreWait(mode string) time.Duration {
 	if mode == "Objects" {
 		return envDuration("E2E_RESTORE_OBJECTS", 30*time.Second)
@@ -42,11 +44,11 @@ func testRestore(ctx context.Context, t *testing.T, mode string, ref meshRef) {
 		if i%2 == 1 {
 			name = peerName(ref, "cluster-c", "node-c1")
 		}
-		edited = append(edited, restored(ctx, t, mode, target, name, "edited", func(p *kilov1alpha1.Peer) error {
+		edited = append(edited, restored(ctx, t, mode, ref, target, name, "edited", func(p *kilov1alpha1.Peer) error {
 			p.Spec.AllowedIPs = []string{"10.99.0.0/24"}
 			return kube[target].Update(ctx, p)
 		}))
-		deleted = append(deleted, restored(ctx, t, mode, target, name, "deleted", func(p *kilov1alpha1.Peer) error {
+		deleted = append(deleted, restored(ctx, t, mode, ref, target, name, "deleted", func(p *kilov1alpha1.Peer) error {
 			return kube[target].Delete(ctx, p)
 		}))
 	}
@@ -55,9 +57,9 @@ func testRestore(ctx context.Context, t *testing.T, mode string, ref meshRef) {
 }
 
 // restored breaks Peer name of target with do and returns how long it took
-// until the member held it as before, or that it did not within the bound
-// (and then puts it back by hand).
-func restored(ctx context.Context, t *testing.T, mode, target, name, how string, do func(*kilov1alpha1.Peer) error) string {
+// until the member held it as before. Past the bound of Objects delivery,
+// it touches the Peer's Object and says how long after that it took.
+func restored(ctx context.Context, t *testing.T, mode string, ref meshRef, target, name, how string, do func(*kilov1alpha1.Peer) error) string {
 	t.Helper()
 	p := &kilov1alpha1.Peer{}
 	if err := kube[target].Get(ctx, client.ObjectKey{Name: name}, p); err != nil {
@@ -90,22 +92,19 @@ func restored(ctx context.Context, t *testing.T, mode, target, name, how string,
 		return fmt.Sprintf("%.2fs", at.Sub(t0).Seconds())
 	}
 	if mode != "Objects" {
-		t.Errorf("Peer %s of %s, %s by hand, was not restored within %s", name, target, how, bound)
+		t.Fatalf("Peer %s of %s, %s by hand, was not restored within %s", name, target, how, bound)
 	}
-	// Put it back by hand, as the mesh wants it.
-	cur := &kilov1alpha1.Peer{}
-	if err := kube[target].Get(ctx, client.ObjectKey{Name: name}, cur); err == nil {
-		cur.Spec = want.Spec
-		err = kube[target].Update(ctx, cur)
-		if err != nil {
-			t.Fatalf("cannot put Peer %s of %s back: %v", name, target, err)
-		}
-	} else {
-		back := &kilov1alpha1.Peer{Spec: want.Spec}
-		back.Name, back.Labels, back.Annotations = want.Name, want.Labels, want.Annotations
-		if err := kube[target].Create(ctx, back); err != nil {
-			t.Fatalf("cannot put Peer %s of %s back: %v", name, target, err)
-		}
+	mr := delivering(ctx, t, ref, mode, target, name)
+	touch := fmt.Sprintf(`{"metadata":{"annotations":{"e2e.kilomesh.io/touched":%q}}}`, time.Now().UTC().Format(time.RFC3339Nano))
+	t1 := time.Now()
+	if err := mgmt.Patch(ctx, mr, client.RawPatch(types.MergePatchType, []byte(touch))); err != nil {
+		t.Fatal(err)
 	}
-	return fmt.Sprintf("not within %s", bound)
+	wctx, cancel = context.WithTimeout(ctx, convergeTimeout)
+	at, err = w.wait(wctx)
+	cancel()
+	if err != nil {
+		t.Fatalf("Peer %s of %s, %s by hand, was not restored within %s after its Object was touched", name, target, how, convergeTimeout)
+	}
+	return fmt.Sprintf("not within %s, %.2fs after its Object was touched", bound, at.Sub(t1).Seconds())
 }

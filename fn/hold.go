@@ -26,7 +26,9 @@ func holdFirstDelivery(x *xrMesh, o *observed, now time.Time) time.Duration {
 	if x.Created.IsZero() {
 		return 0
 	}
-	left := holdFirst - now.Sub(x.Created)
+	// A clock behind the API server's makes the mesh look younger than
+	// it is: the wait never exceeds holdFirst.
+	left := min(holdFirst-now.Sub(x.Created), holdFirst)
 	if left <= 0 {
 		return 0
 	}

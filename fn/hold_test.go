@@ -47,6 +47,16 @@ spec:
 			want:    []string{"inventory-cluster-a", "inventory-cluster-b"},
 			wantTTL: 7 * time.Second,
 		},
+		"AClockBehindTheAPIServerWaitsNoLongerThanTheHold": {
+			age: -time.Minute,
+			observed: func(t *testing.T) map[string]*fnv1.Resource {
+				o := observedTwo(t, "True")
+				o["inventory-cluster-b"] = unreported(t)
+				return o
+			},
+			want:    []string{"inventory-cluster-a", "inventory-cluster-b"},
+			wantTTL: holdFirst,
+		},
 		"NewMeshDeliversOnceEveryMemberReported": {
 			age:      3 * time.Second,
 			observed: func(t *testing.T) map[string]*fnv1.Resource { return observedTwo(t, "True") },

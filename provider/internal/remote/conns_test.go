@@ -18,6 +18,7 @@ package remote
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net"
 	"net/url"
@@ -371,5 +372,42 @@ func TestAnsweringSince(t *testing.T) {
 		case <-time.After(30 * time.Second):
 			t.Fatalf("after the cluster answered again: want answering since 3000, got %v", f.answeringSince().Unix())
 		}
+	}
+}
+
+// TestStable checks that a failed request reads the same at every retry:
+// the URL without its query (a watch's random timeoutSeconds), without the
+// client's earlier attempts, its cause kept; and that kilomesh's own
+// deadline message still wraps it.
+func TestStable(t *testing.T) {
+	refused := errors.New("connect: connection refused")
+	attempt := func(timeout string) error {
+		return fmt.Errorf("%w - error from a previous attempt: read tcp 127.0.0.1:%s->127.0.0.1:6443: connection reset by peer", &url.Error{
+			Op:  "Get",
+			URL: "https://127.0.0.1:6443/api/v1/nodes?allowWatchBookmarks=true&resourceVersion=341&timeoutSeconds=" + timeout + "&watch=true",
+			Err: refused,
+		}, timeout)
+	}
+	a, b := stable(attempt("329")), stable(attempt("517"))
+	if a.Error() != b.Error() {
+		t.Errorf("two retries of one failure read differently:\n%s\n%s", a, b)
+	}
+	if want := `Get "https://127.0.0.1:6443/api/v1/nodes": connect: connection refused`; a.Error() != want {
+		t.Errorf("stable error: want %q, got %q", want, a)
+	}
+	if !errors.Is(a, refused) {
+		t.Errorf("the cause is lost: %v", a)
+	}
+	if other := errors.New("no URL in it"); stable(other) != other { //nolint:errorlint // the very same error, not one that wraps it
+		t.Error("an error without a request's URL must be kept as it is")
+	}
+
+	lw := lister{list: func(ctx context.Context, _ metav1.ListOptions) (runtime.Object, error) {
+		<-ctx.Done()
+		return nil, &url.Error{Op: "Get", URL: "https://127.0.0.1:6443/api/v1/nodes?limit=500", Err: ctx.Err()}
+	}}
+	_, err := lw.stable().bounded("Nodes", 50*time.Millisecond).list(t.Context(), metav1.ListOptions{})
+	if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "did not answer a request for Nodes") || strings.Contains(err.Error(), "limit=") {
+		t.Errorf("a list that never answers: want the deadline message around the stable error, got %v", err)
 	}
 }

@@ -170,7 +170,7 @@ func startFeed(ctx context.Context, fc feedConfig) *feed {
 		now = time.Now
 	}
 	f := &feed{what: fc.what, cancel: cancel, next: make(chan struct{}), stallAfter: 2 * fc.timeout, now: now}
-	lw := fc.lw.bounded(fc.what, fc.timeout)
+	lw := fc.lw.stable().bounded(fc.what, fc.timeout)
 	changed, gone := fc.changed, fc.gone
 	f.store, f.ctl = cache.NewInformerWithOptions(cache.InformerOptions{
 		ListerWatcher: &cache.ListWatch{
@@ -265,7 +265,6 @@ func (f *feed) record(err error, changed, gone func()) {
 	case kerrors.IsNotFound(err):
 		gone()
 	}
-	err = stable(err)
 	f.mu.Lock()
 	was := f.err
 	f.err = err
@@ -273,6 +272,21 @@ func (f *feed) record(err error, changed, gone func()) {
 	if was == nil || was.Error() != err.Error() {
 		f.signal()
 		changed()
+	}
+}
+
+// stable returns the lister with its requests' errors made stable (see
+// stable below), before anything of kilomesh's wraps them.
+func (lw lister) stable() lister {
+	return lister{
+		list: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			l, err := lw.list(ctx, o)
+			return l, stable(err)
+		},
+		watch: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			w, err := lw.watch(ctx, o)
+			return w, stable(err)
+		},
 	}
 }
 

@@ -129,7 +129,7 @@ func peerWithEndpoint(e *kilov1alpha1.PeerEndpoint) *kilov1alpha1.Peer {
 }
 
 func FuzzParseEndpoint(f *testing.F) {
-	addSeeds(f, "203.0.113.1:51820", "[2001:db8::1]:51820", "[::ffff:203.0.113.1]:51820", "vpn.example.com:4000",
+	addSeeds(f, "203.0.113.1:51820", "100.0.100.0.:1", "[2001:db8::1]:51820", "[::ffff:203.0.113.1]:51820", "vpn.example.com:4000",
 		"203.0.113.1:0", "203.0.113.1:65536", "2001:db8::1:51820", "[fe80::1%eth0]:51820", ":51820", "203.0.113.1",
 		"my_host:51820", "[203.0.113.1]:51820", "[vpn.example.com]:1", "VPN.example.com:1", "vpn.:1", "a:00001",
 		"[::]:1", "0.0.0.0:1", "1.2.3.4.5:1", "::1", "[[::1]]:1", "host:port", "")

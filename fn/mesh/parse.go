@@ -162,6 +162,11 @@ func ParseEndpoint(s string) (Endpoint, error) {
 	if !isDNSName(host) {
 		return Endpoint{}, errHost
 	}
+	if _, err := netip.ParseAddr(host); err == nil {
+		// An address with a trailing dot is neither an address nor a name
+		// Kilo accepts.
+		return Endpoint{}, errHost
+	}
 	return Endpoint{DNS: host, Port: p}, nil
 }
 

@@ -31,7 +31,7 @@ const (
 	errStatus       = "cannot write the ClusterMesh status"
 	errPlan         = "cannot plan the mesh"
 	errFmtTooLarge  = "the mesh needs a %d KiB response, over the %d KiB this function allows (Crossplane rejects responses above 4 MiB): %s"
-	hintUsePeerSet  = "set spec.delivery: PeerSet, which composes one PeerSet per member instead of one Object per Peer (delivery cannot be changed on an existing mesh: create a new one)"
+	hintUsePeerSet  = "set spec.delivery: PeerSet, which composes one PeerSet per member instead of one Object per Peer (it can be changed on the live mesh: the PeerSets take the Peers over and none is deleted)"
 	hintSplitOrSkip = "split the mesh, or select fewer nodes with spec.clusters[].nodeSelector, or use Location granularity"
 )
 

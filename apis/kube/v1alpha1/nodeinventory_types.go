@@ -94,6 +94,12 @@ type ObservedNode struct {
 	// Only its transitions are published, never the heartbeats.
 	// +optional
 	Stale bool `json:"stale,omitempty"`
+	// StaleSince is when the node turned stale: its last heartbeat plus
+	// Kilo's limit, or, for a node that never wrote a heartbeat, its
+	// creation plus that limit. It is set with Stale and does not move
+	// while the node stays stale.
+	// +optional
+	StaleSince *metav1.Time `json:"staleSince,omitempty"`
 }
 
 // A ForeignPeer is a Peer in the cluster that the inventory's owner does not
@@ -127,6 +133,20 @@ type NodeInventoryObservation struct {
 	// sorted by name.
 	// +optional
 	ForeignPeers []ForeignPeer `json:"foreignPeers,omitempty"`
+	// ForeignPeersIncomplete names the bound of the provider that was
+	// reached while reading the cluster's foreign Peers (how many Peers,
+	// or how many of their routes), e.g. "more than 16384 routes". Empty
+	// when every foreign Peer is published whole. While it is set, the
+	// cluster's foreign routes and keys are partly unknown: the owner must
+	// not write a route into the cluster that it has not written before.
+	// +optional
+	ForeignPeersIncomplete string `json:"foreignPeersIncomplete,omitempty"`
+	// NodesIncomplete names the bound of the provider that was reached
+	// while reading the cluster's Nodes (how many Nodes, the bytes of one
+	// Node, or the size of a list), e.g. "more than 5000 nodes". Empty when
+	// every selected Node is published.
+	// +optional
+	NodesIncomplete string `json:"nodesIncomplete,omitempty"`
 }
 
 // A NodeInventorySpec defines the desired state of a NodeInventory.

@@ -28,7 +28,9 @@ var (
 	errHost         = errors.New("host must be an IP address or an RFC 1123 DNS name")
 	errIPv6Brackets = errors.New("an IPv6 host must be in brackets, e.g. [2001:db8::1]:51820")
 	errNoPrefix     = errors.New("must be <ip>/<prefix>")
-	errUnreachable  = errors.New("an unspecified, loopback, multicast or link-local address cannot be reached from another cluster")
+	errUnreachable  = errors.New("an unspecified, loopback, multicast, link-local or broadcast address cannot be reached from another cluster")
+	errLocalhost    = errors.New("localhost, and every name under .localhost, is the resolving node itself")
+	errNumericName  = errors.New("a name written with numbers only is an address to many resolvers (127.1, 0x7f000001): write the address itself")
 )
 
 // ParseCIDR parses a network written in canonical CIDR form, as the
@@ -167,7 +169,58 @@ func ParseEndpoint(s string) (Endpoint, error) {
 		// Kilo accepts.
 		return Endpoint{}, errHost
 	}
+	if host == "localhost" || strings.HasSuffix(host, ".localhost") {
+		// RFC 6761: every resolver answers these with its own loopback,
+		// so the receiving node would send its tunnel to itself.
+		return Endpoint{}, errLocalhost
+	}
+	if numericName(host) {
+		return Endpoint{}, errNumericName
+	}
 	return Endpoint{DNS: host, Port: p}, nil
+}
+
+// numericName tells whether a DNS name could be read as an address by the
+// resolver of the node that dials it: glibc's inet_aton reads one to four
+// parts in decimal, octal or hex (127.1 is 127.0.0.1, 2130706433 and
+// 0x7f000001 too), and no top-level domain is numeric (RFC 3696), so a
+// name whose last label is numbers only is never a real host name.
+func numericName(host string) bool {
+	labels := strings.Split(host, ".")
+	if isNumber(labels[len(labels)-1]) {
+		return true
+	}
+	if len(labels) > 4 {
+		return false
+	}
+	for _, l := range labels {
+		if !isNumber(l) {
+			return false
+		}
+	}
+	return true
+}
+
+// isNumber tells whether a label is a number as inet_aton reads one:
+// decimal or octal digits, or 0x followed by hex digits.
+func isNumber(l string) bool {
+	digits := l
+	hex := false
+	if len(l) >= 2 && l[0] == '0' && (l[1] == 'x' || l[1] == 'X') {
+		digits, hex = l[2:], true
+	}
+	if digits == "" {
+		return hex // "0x" alone is zero to inet_aton
+	}
+	for _, c := range digits {
+		switch {
+		case c >= '0' && c <= '9':
+		case hex && (c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F'):
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 // isDNSName tells whether s is an RFC 1123 subdomain whose labels are at
@@ -255,7 +308,7 @@ func ParseDiscoveredEndpoints(s string) (map[[kilov1alpha1.KeyLen]byte]Endpoint,
 			continue
 		}
 		a = a.Unmap()
-		if a.IsLoopback() || a.IsLinkLocalUnicast() || a.IsUnspecified() || a.IsMulticast() {
+		if !reachable(a) {
 			continue
 		}
 		if _, dup := out[k]; !dup {
@@ -265,10 +318,20 @@ func ParseDiscoveredEndpoints(s string) (map[[kilov1alpha1.KeyLen]byte]Endpoint,
 	return out, nil
 }
 
-// reachable tells whether another cluster can send to an address at all.
+// reachable tells whether another cluster can send to an address at all:
+// not unspecified, loopback, multicast or link-local, and for IPv4 neither
+// "this network" (0.0.0.0/8, which the sender reads as itself) nor the
+// limited broadcast address.
 func reachable(a netip.Addr) bool {
-	return a.IsValid() && !a.IsUnspecified() && !a.IsLoopback() && !a.IsMulticast() &&
-		!a.IsLinkLocalUnicast() && !a.IsLinkLocalMulticast()
+	if !a.IsValid() || a.IsUnspecified() || a.IsLoopback() || a.IsMulticast() ||
+		a.IsLinkLocalUnicast() || a.IsLinkLocalMulticast() {
+		return false
+	}
+	if a.Is4() {
+		b := a.As4()
+		return b[0] != 0 && a != netip.AddrFrom4([4]byte{255, 255, 255, 255})
+	}
+	return true
 }
 
 // An agentEndpoint is an endpoint as Kilo's agent reads it from

@@ -307,6 +307,7 @@ func TestKeyDuplicateAcrossClusters(t *testing.T) {
 		clusters  []meshv1alpha1.Cluster
 		a1Key     string
 		b1Key     string
+		b1        []nodeOpt
 		delivered map[string]map[string]DeliveredPeer
 		want      want
 	}{
@@ -367,6 +368,51 @@ func TestKeyDuplicateAcrossClusters(t *testing.T) {
 				skippedB: []skip{{"b1", ReasonNodeKeyDuplicate}},
 			},
 		},
+		"CopyHeldByNodeWithoutWireguardIPYet": {
+			reason:   "b1 holds the key but waits for its WireGuard IP: it still counts as a holder, so a1 is not trusted with the key and is not delivered (it would become the incumbent and displace b1 once b1 is ready).",
+			clusters: []meshv1alpha1.Cluster{clusterA(), clusterB()},
+			a1Key:    testKey(1),
+			b1Key:    testKey(1),
+			b1:       []nodeOpt{wgIP("")},
+			want: want{
+				skippedA: []skip{{"a1", ReasonNodeKeyDuplicate}},
+				skippedB: []skip{{"b1", ReasonNodeNoWireguardIP}},
+			},
+		},
+		"CopyHeldByNodeOutOfRange": {
+			reason:   "A holder skipped for a pod CIDR out of range still holds the key.",
+			clusters: []meshv1alpha1.Cluster{clusterA(), clusterB()},
+			a1Key:    testKey(1),
+			b1Key:    testKey(1),
+			b1:       []nodeOpt{podCIDRs("10.9.0.0/24")},
+			want: want{
+				skippedA: []skip{{"a1", ReasonNodeKeyDuplicate}},
+				skippedB: []skip{{"b1", ReasonNodePodCIDROutOfRange}},
+			},
+		},
+		"CopyHeldByNodeKiloLeavesOut": {
+			reason:   "A holder Kilo leaves out (stale heartbeat) still holds the key: it is a Peer identity as soon as it checks in (the duplicate is the check it fails first).",
+			clusters: []meshv1alpha1.Cluster{clusterA(), clusterB()},
+			a1Key:    testKey(1),
+			b1Key:    testKey(1),
+			b1:       []nodeOpt{stale()},
+			want: want{
+				skippedA: []skip{{"a1", ReasonNodeKeyDuplicate}},
+				skippedB: []skip{{"b1", ReasonNodeKeyDuplicate}},
+			},
+		},
+		"IncumbentKeepsItAgainstUnreadyCopy": {
+			reason:    "a1, whose Peer already carries the key, keeps it against a node that copies it and is not ready yet.",
+			clusters:  []meshv1alpha1.Cluster{clusterA(), clusterB()},
+			a1Key:     testKey(1),
+			b1Key:     testKey(1),
+			b1:        []nodeOpt{wgIP("")},
+			delivered: delivered("b", nameA1, testKey(1)),
+			want: want{
+				skippedB: []skip{{"b1", ReasonNodeNoWireguardIP}},
+				inB:      peerNames("a", "a1"),
+			},
+		},
 		"DistinctKeys": {
 			reason:   "Distinct keys are not duplicates.",
 			clusters: []meshv1alpha1.Cluster{clusterA(), clusterB()},
@@ -382,7 +428,7 @@ func TestKeyDuplicateAcrossClusters(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			in := meshInput(tc.clusters, map[string]*Observation{
 				"a": observation(nodeA1(pubKey(tc.a1Key))),
-				"b": observation(nodeB1(pubKey(tc.b1Key))),
+				"b": observation(nodeB1(append([]nodeOpt{pubKey(tc.b1Key)}, tc.b1...)...)),
 			})
 			in.Delivered = tc.delivered
 			p, err := Do(in)

@@ -470,7 +470,24 @@ func segmentLabel(name string) string {
 	return "the segment of node " + strings.TrimPrefix(name, "node:")
 }
 
-// A keyHolder is a leader whose key may be shared.
+// identities are the nodes of a cluster that stand, or are about to stand,
+// for a WireGuard identity, whatever check they fail: every node in Node
+// granularity, the elected leader of each segment in Location granularity.
+// A key is counted among all of them, so that a node which copies the key
+// of another cluster's node that has not passed every check yet (a new node
+// still waiting for its WireGuard IP) cannot become the key's incumbent.
+func (sc *sourceCluster) identities() []*node {
+	if !sc.location {
+		return sc.nodes
+	}
+	out := make([]*node, 0, len(sc.segments))
+	for _, s := range sc.segments {
+		out = append(out, s.leader)
+	}
+	return out
+}
+
+// A keyHolder is a node whose key may be shared.
 type keyHolder struct {
 	n    *node
 	name string // the name of its Peer
@@ -486,13 +503,14 @@ func dedupeKeys(clusters []*sourceCluster, peerName func(*node) string, delivere
 	byKey := map[[kilov1alpha1.KeyLen]byte][]keyHolder{}
 	var keys [][kilov1alpha1.KeyLen]byte
 	for _, sc := range clusters {
-		for _, s := range sc.segments {
-			if n := s.leader; n.skipped == nil {
-				if _, ok := byKey[n.key]; !ok {
-					keys = append(keys, n.key)
-				}
-				byKey[n.key] = append(byKey[n.key], keyHolder{n: n, name: peerName(n)})
+		for _, n := range sc.identities() {
+			if n.key == ([kilov1alpha1.KeyLen]byte{}) {
+				continue // no key, or one Kilo reads as none
 			}
+			if _, ok := byKey[n.key]; !ok {
+				keys = append(keys, n.key)
+			}
+			byKey[n.key] = append(byKey[n.key], keyHolder{n: n, name: peerName(n)})
 		}
 	}
 	for _, k := range keys {

@@ -187,10 +187,54 @@ func (p *planner) routable(s *segment, m *node, a netip.Addr) bool {
 	return true
 }
 
+// keepPodIncumbents skips the nodes whose pod CIDR overlaps a pod CIDR that
+// another segment's Peer already routes (delivered with that exact prefix in
+// some member): a Node can be created with any pod CIDR, and the segment that
+// routes a prefix first keeps it, so a newcomer claiming a member's whole
+// pod range never blanks the nodes already routed. It runs before the
+// segments are finished, so that a skipped leader takes its segment's Peer
+// with it and a skipped member leaves its segment.
+func (p *planner) keepPodIncumbents(sc *sourceCluster, routed map[string]map[string]bool) {
+	if len(routed) == 0 {
+		return // a new mesh has no incumbent
+	}
+	type owned struct {
+		s         *segment
+		n         *node
+		incumbent bool
+	}
+	var prefixes []netip.Prefix
+	var owners []owned
+	for _, s := range sc.segments {
+		name := p.peerNameOf(s.leader)
+		for _, m := range s.members {
+			for _, pr := range m.pods {
+				prefixes = append(prefixes, pr)
+				owners = append(owners, owned{s, m, routed[name][pr.String()]})
+			}
+		}
+	}
+	idx := newPrefixIndex(prefixes)
+	for i, pr := range prefixes {
+		o := owners[i]
+		if o.incumbent {
+			continue
+		}
+		for _, j := range idx.overlapping(pr) {
+			if owners[j].s != o.s && owners[j].incumbent {
+				o.n.skipf(ReasonNodePodCIDRTaken, "pod CIDR %s overlaps %s of node %s, which the Peer of %s already routes",
+					pr, prefixes[j], owners[j].n.obs.Name, segmentLabel(owners[j].s.name))
+				break
+			}
+		}
+	}
+}
+
 // podRoutes are the pod CIDRs each member of each segment routes. A pod
 // CIDR that overlaps one of another segment (a Node may be created with any
-// pod CIDR) is routed by neither: WireGuard would give it to whichever Peer
-// Kilo configured last.
+// pod CIDR) and that neither routed first (keepPodIncumbents skipped the
+// newcomers) is routed by neither: WireGuard would give it to whichever
+// Peer Kilo configured last.
 func (p *planner) podRoutes(sc *sourceCluster) map[*segment]map[*node][]netip.Prefix {
 	type owned struct {
 		s *segment

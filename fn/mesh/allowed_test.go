@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 
 	kilov1alpha1 "github.com/kilomesh/kilomesh/apis/kilo/v1alpha1"
 	kubev1alpha1 "github.com/kilomesh/kilomesh/apis/kube/v1alpha1"
@@ -596,5 +597,119 @@ func TestPlacement(t *testing.T) {
 	}
 	if diff := cmp.Diff(want, p.Peers); diff != "" {
 		t.Errorf("\nEvery segment Peer of every cluster is written into every other cluster, never into its own, sorted by name.\nDo(...): -want, +got:\n%s", diff)
+	}
+}
+
+func TestPodCIDRIncumbency(t *testing.T) {
+	type want struct {
+		allowed  map[string][]string // a's Peers in b by leader
+		skipped  []skip
+		warnings []warning
+	}
+	evil := leaderNode("zz-evil", "10.1.0.0/16", "10.41.0.99/16", 99, "203.0.113.99")
+	routes := func(leaders ...string) map[string]map[string]DeliveredPeer {
+		out := map[string]DeliveredPeer{}
+		pods := map[string]string{"a1": "10.1.1.0/24", "a2": "10.1.2.0/24", "a3": "10.1.3.0/24", "zz-evil": "10.1.0.0/16"}
+		for _, l := range leaders {
+			out[PeerName(testNamespace, testMesh, "a", l)] = DeliveredPeer{AllowedIPs: []string{pods[l]}}
+		}
+		return map[string]map[string]DeliveredPeer{"b": out}
+	}
+	cases := map[string]struct {
+		reason    string
+		nodes     []kubev1alpha1.ObservedNode
+		location  bool
+		delivered map[string]map[string]DeliveredPeer
+		want      want
+	}{
+		"NewcomerCannotBlankTheMember": {
+			reason: "A new Node claiming the member's whole pod range overlaps a1, a2 and a3, whose Peers already route their pod CIDRs: the newcomer is skipped, the others keep their routes.",
+			nodes: []kubev1alpha1.ObservedNode{
+				nodeA1(), nodeA2(), leaderNode("a3", "10.1.3.0/24", "10.41.0.3/16", 3, "203.0.113.3"), evil,
+			},
+			delivered: routes("a1", "a2", "a3"),
+			want: want{
+				allowed: map[string][]string{
+					"a1": {"10.1.1.0/24", "10.41.0.1/32"},
+					"a2": {"10.1.2.0/24", "10.41.0.2/32"},
+				},
+				skipped:  []skip{{"zz-evil", ReasonNodePodCIDRTaken}},
+				warnings: []warning{{"a", ReasonNodePodCIDRTaken}},
+			},
+		},
+		"IncumbentNewcomerRoutesTheWiderPrefix": {
+			reason:    "Whoever routed first keeps it, whatever the prefix length: a /16 delivered before a1 appeared keeps it, and a1 is the newcomer.",
+			nodes:     []kubev1alpha1.ObservedNode{nodeA1(), evil},
+			delivered: routes("zz-evil"),
+			want: want{
+				allowed:  map[string][]string{},
+				skipped:  []skip{{"a1", ReasonNodePodCIDRTaken}},
+				warnings: []warning{{"a", ReasonNodePodCIDRTaken}},
+			},
+		},
+		"NoIncumbentBothWithheld": {
+			reason: "On a mesh that routes neither yet, both overlapping pod CIDRs are withheld (NodePodCIDRConflict), as before.",
+			nodes:  []kubev1alpha1.ObservedNode{nodeA1(), evil},
+			want: want{
+				allowed:  map[string][]string{"a1": {"10.41.0.1/32"}},
+				warnings: []warning{{"a", ReasonNodePodCIDRConflict}},
+			},
+		},
+		"OtherRoutesDoNotMakeAnIncumbent": {
+			reason: "A delivered Peer that routes another prefix (its WireGuard address only) is no incumbent of the pod CIDR.",
+			nodes:  []kubev1alpha1.ObservedNode{nodeA1(), evil},
+			delivered: map[string]map[string]DeliveredPeer{"b": {
+				PeerName(testNamespace, testMesh, "a", "a1"): {AllowedIPs: []string{"10.41.0.1/32"}},
+			}},
+			want: want{
+				allowed:  map[string][]string{"a1": {"10.41.0.1/32"}},
+				warnings: []warning{{"a", ReasonNodePodCIDRConflict}},
+			},
+		},
+		"LocationMemberNewcomerLeavesItsSegment": {
+			reason:   "In Location granularity a member node of another location that claims the incumbent's pod CIDR is skipped; its location goes on without it.",
+			location: true,
+			nodes: []kubev1alpha1.ObservedNode{
+				nodeA1(location("eu"), internalIP("192.168.1.1/24")),
+				nodeA2(location("us"), internalIP("192.168.1.2/24"), wgIP("10.41.0.2/16")),
+				memberNode("a9", "10.1.1.128/25", 9, "192.168.1.9/24", location("us")),
+			},
+			delivered: map[string]map[string]DeliveredPeer{"b": {
+				PeerName(testNamespace, testMesh, "a", "a1"): {AllowedIPs: []string{"10.1.1.0/24"}},
+			}},
+			want: want{
+				allowed: map[string][]string{
+					"a1": {"10.1.1.0/24", "192.168.1.1/32", "10.41.0.1/32"},
+					"a2": {"10.1.2.0/24", "192.168.1.2/32", "10.41.0.2/32"},
+				},
+				skipped:  []skip{{"a9", ReasonNodePodCIDRTaken}},
+				warnings: []warning{{"a", ReasonNodePodCIDRTaken}},
+			},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			in := meshInput([]meshv1alpha1.Cluster{clusterA(), clusterB()}, map[string]*Observation{
+				"a": observation(tc.nodes...),
+				"b": observation(nodeB1()),
+			})
+			if tc.location {
+				in.Spec.Granularity = meshv1alpha1.GranularityLocation
+			}
+			in.Delivered = tc.delivered
+			p, err := Do(in)
+			if err != nil {
+				t.Fatalf("\n%s\nDo(...): unexpected error: %v", tc.reason, err)
+			}
+			if diff := cmp.Diff(tc.want.allowed, allowedByLeader(p, "b", "a1", "a2"), cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("\n%s\nDo(...): -want allowedIPs of a's Peers in b, +got:\n%s", tc.reason, diff)
+			}
+			if diff := cmp.Diff(tc.want.skipped, skipsOf(p, "a")); diff != "" {
+				t.Errorf("\n%s\nDo(...): -want skipped in a, +got:\n%s", tc.reason, diff)
+			}
+			if diff := cmp.Diff(tc.want.warnings, sortedWarnings(p)); diff != "" {
+				t.Errorf("\n%s\nDo(...): -want warnings, +got:\n%s", tc.reason, diff)
+			}
+		})
 	}
 }

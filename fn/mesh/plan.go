@@ -107,7 +107,9 @@ func Do(in *Input) (*Plan, error) {
 	byName := append([]*sourceCluster(nil), p.sources...)
 	sort.Slice(byName, func(i, j int) bool { return byName[i].spec.Name < byName[j].spec.Name })
 	dedupeKeys(byName, p.peerNameOf, p.deliveredKeys())
+	routed := p.deliveredRoutes()
 	for _, sc := range p.sources {
+		p.keepPodIncumbents(sc, routed)
 		sc.finishSegments()
 		for _, n := range sc.notLeaders {
 			p.problem(sc.spec.Name, ReasonNodeNotLeader, fmt.Sprintf("%s (Kilo elects %s)", n[0].obs.Name, n[1].obs.Name))
@@ -157,6 +159,23 @@ func (p *planner) problem(cluster, reason, what string) {
 // peerNameOf is the name of the Peer a leader's segment would have.
 func (p *planner) peerNameOf(n *node) string {
 	return PeerName(p.in.Namespace, p.in.Name, n.cluster.spec.Name, n.obs.Name)
+}
+
+// deliveredRoutes lists, by Peer name, the routes its delivered Peers carry
+// in any member.
+func (p *planner) deliveredRoutes() map[string]map[string]bool {
+	out := map[string]map[string]bool{}
+	for _, peers := range p.in.Delivered {
+		for name, d := range peers {
+			if out[name] == nil {
+				out[name] = map[string]bool{}
+			}
+			for _, r := range d.AllowedIPs {
+				out[name][r] = true
+			}
+		}
+	}
+	return out
 }
 
 // deliveredKeys lists, by public key, the names of the delivered Peers that

@@ -18,6 +18,7 @@ import (
 const (
 	ReasonNodeNoPodCIDR         = "NodeNoPodCIDR"
 	ReasonNodePodCIDROutOfRange = "NodePodCIDROutOfRange"
+	ReasonNodePodCIDRTaken      = "NodePodCIDRTaken"
 	ReasonNodeNoWireguardIP     = "NodeNoWireguardIP"
 	ReasonWGIPInvalid           = "WGIPInvalid"
 	ReasonWGIPOutOfRange        = "WGIPOutOfRange"
@@ -34,16 +35,17 @@ const (
 var checkOrder = map[string]int{
 	ReasonNodeNoPodCIDR:         1,
 	ReasonNodePodCIDROutOfRange: 2,
-	ReasonNodeNoWireguardIP:     3,
-	ReasonWGIPInvalid:           4,
-	ReasonWGIPOutOfRange:        5,
-	ReasonWGIPDuplicate:         6,
-	ReasonNodeNoPublicKey:       7,
-	ReasonNodeKeyInvalid:        8,
-	ReasonNodeKeyDuplicate:      9,
-	ReasonNodeNotReady:          10,
-	ReasonNodeEndpointInvalid:   11,
-	ReasonSegmentNoLeader:       12,
+	ReasonNodePodCIDRTaken:      3,
+	ReasonNodeNoWireguardIP:     4,
+	ReasonWGIPInvalid:           5,
+	ReasonWGIPOutOfRange:        6,
+	ReasonWGIPDuplicate:         7,
+	ReasonNodeNoPublicKey:       8,
+	ReasonNodeKeyInvalid:        9,
+	ReasonNodeKeyDuplicate:      10,
+	ReasonNodeNotReady:          11,
+	ReasonNodeEndpointInvalid:   12,
+	ReasonSegmentNoLeader:       13,
 }
 
 // Transient reports whether a skip reason is expected to clear by itself,

@@ -18,6 +18,10 @@ import (
 // quotes.
 const maxDeliveryMessage = 300
 
+// maxMemberMessage is how long a member's status message grows, its
+// observation and delivery problems together.
+const maxMemberMessage = 1024
+
 // A deliverer writes the Peers of a mesh into its members in one way: one
 // provider-kubernetes Object per Peer, or one provider-kilomesh PeerSet per
 // member. It also reads back, from the observed composed resources, what it
@@ -240,6 +244,14 @@ func cut(s string) string {
 	return mesh.Truncate(s, maxDeliveryMessage)
 }
 
+// addProblem adds a problem of a member to those already found.
+func addProblem(problems map[string]string, member, msg string) {
+	if prev, ok := problems[member]; ok {
+		msg = prev + "; " + msg
+	}
+	problems[member] = cut(msg)
+}
+
 // reportDelivery adds the delivery problems to the members' status.
 func reportDelivery(plan *mesh.Plan, problems map[string]string) {
 	for i := range plan.Status.Clusters {
@@ -251,7 +263,7 @@ func reportDelivery(plan *mesh.Plan, problems map[string]string) {
 		if c.Message != "" {
 			c.Message += "; "
 		}
-		c.Message += p
+		c.Message = mesh.Truncate(c.Message+p, maxMemberMessage)
 	}
 }
 

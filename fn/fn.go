@@ -106,7 +106,11 @@ func (f *Function) RunFunction(_ context.Context, req *fnv1.RunFunctionRequest) 
 		response.Fatal(rsp, errors.Wrap(err, errCompose))
 		return rsp, nil
 	}
-	if err := writeStatus(rsp, plan, deliveryProblems(xr, obs)); err != nil {
+	problems := deliveryProblems(xr, obs)
+	for member, msg := range plan.Withheld {
+		addProblem(problems, member, msg)
+	}
+	if err := writeStatus(rsp, plan, problems); err != nil {
 		response.Fatal(rsp, errors.Wrap(err, errStatus))
 		return rsp, nil
 	}

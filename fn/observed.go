@@ -236,7 +236,7 @@ func readInventory(s *structpb.Struct) (*mesh.Observation, error) {
 		if t, err := parseTime(c.lastTransitionTime); err == nil {
 			o.UnreachableSince = t
 		}
-		o.Problem = c.message
+		o.Problem = cut(c.message) // a member's own error text: anything it sends
 	}
 	if o.ObservedAt == nil && o.Reachable {
 		return nil, nil //nolint:nilnil // not observed yet, nothing wrong either

@@ -15,8 +15,10 @@ import (
 )
 
 // maxForeignRoutes is how many routes of the Peers a member holds that the
-// mesh does not own are read: the inventory bounds them too.
-const maxForeignRoutes = 10000
+// mesh does not own are read, as many as the inventory publishes at most.
+// Past it the member's foreign routes are not known whole, and no new route
+// is written into it.
+const maxForeignRoutes = 16384
 
 // target is what a cluster knows of itself as a receiver of Peers.
 type target struct {
@@ -32,6 +34,10 @@ type target struct {
 	routeOwner []string
 	// delivered are the Peers the mesh composed into this cluster so far.
 	delivered map[string]DeliveredPeer
+	// incomplete names the bound that kept the Peers the mesh does not own
+	// from being known whole; withheld counts the routes it held back.
+	incomplete string
+	withheld   int
 }
 
 func (p *planner) newTarget(sc *sourceCluster) *target {
@@ -47,6 +53,9 @@ func (p *planner) newTarget(sc *sourceCluster) *target {
 	}
 	if sc.obs != nil {
 		t.readForeign(sc.obs.ForeignPeers)
+		if sc.obs.ForeignPeersIncomplete != "" {
+			t.incomplete = "provider-kilomesh published only part of them: " + Truncate(sc.obs.ForeignPeersIncomplete, maxQuoted)
+		}
 	}
 	t.routes = newPrefixIndex(t.routeList)
 	return t
@@ -72,7 +81,9 @@ func (p *planner) readDiscovered(t *target, n *node) {
 }
 
 // readForeign reads the names, keys and routes of the Peers the target
-// holds that the mesh does not own.
+// holds that the mesh does not own. Names and keys are read whole; past
+// maxForeignRoutes routes the target is incomplete: a route it cannot see
+// must never pass for a free one.
 func (t *target) readForeign(peers []kubev1alpha1.ForeignPeer) {
 	for _, fp := range peers {
 		t.foreignNam[fp.Name] = true
@@ -83,7 +94,8 @@ func (t *target) readForeign(peers []kubev1alpha1.ForeignPeer) {
 		}
 		for _, s := range fp.AllowedIPs {
 			if len(t.routeList) == maxForeignRoutes {
-				return
+				t.incomplete = fmt.Sprintf("they hold more than %d routes", maxForeignRoutes)
+				break
 			}
 			// Kilo reads a Peer's allowed IPs as CIDRs and skips the rest.
 			if pr, ok := parseKiloCIDR(s); ok {
@@ -110,6 +122,13 @@ func (p *planner) place() {
 		}
 		sort.Slice(peers, func(i, j int) bool { return peers[i].Name < peers[j].Name })
 		p.plan.Peers[tc.spec.Name] = peers
+		if t.incomplete != "" {
+			if p.plan.Withheld == nil {
+				p.plan.Withheld = map[string]string{}
+			}
+			p.plan.Withheld[tc.spec.Name] = fmt.Sprintf("no new route is written into it, since the Peers there that this mesh does not own are not known whole (%s): %s withheld",
+				t.incomplete, plural(t.withheld, "route"))
+		}
 	}
 }
 
@@ -225,6 +244,15 @@ type routeCheck struct {
 }
 
 func (rc *routeCheck) keep(pr netip.Prefix) bool {
+	if rc.t.incomplete != "" {
+		// Any route may be someone else's: only what the mesh already
+		// routes there stays.
+		if slices.Contains(rc.delivered, pr.String()) {
+			return true
+		}
+		rc.t.withheld++
+		return false
+	}
 	if len(rc.t.routeList) == 0 {
 		return true
 	}

@@ -79,6 +79,9 @@ type Plan struct {
 	// Pending lists transient problems: while it is not empty the mesh is
 	// converging.
 	Pending []string
+	// Withheld names, by member, why no new route is written into it: the
+	// Peers there that the mesh does not own are not known whole.
+	Withheld map[string]string
 }
 
 // Do plans a mesh. It returns an *InvalidSpecError or an *OverlapError when

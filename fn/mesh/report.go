@@ -45,10 +45,45 @@ const (
 	// ReasonAnnotationInvalid: an optional Kilo annotation of a node is
 	// malformed and was not used.
 	ReasonAnnotationInvalid = "NodeAnnotationInvalid"
+	// ReasonForeignPeersIncomplete: the Peers a member holds that the mesh
+	// does not own are not known whole (a bound of the provider or of the
+	// planner was reached), so no new route is written into it.
+	ReasonForeignPeersIncomplete = "ForeignPeersIncomplete"
+	// ReasonMoreWarnings sums up the warnings of a plan past maxWarnings.
+	ReasonMoreWarnings = "MoreWarnings"
 )
 
-// maxListedSkips is how many skipped nodes a cluster's status lists.
-const maxListedSkips = 20
+// Bounds of what the status and the warnings say. Node names, annotation
+// values and the Peers in a member's way are anyone's to write, so every
+// text is cut and every list is bounded, for the whole mesh: text alone
+// must never bring the response near its limit (a fatal result that would
+// freeze the mesh).
+const (
+	// maxListedPerMember is how many skipped nodes, and how many conflicts, one
+	// member's status lists, and maxListedPerMesh how many the whole mesh
+	// lists: a mesh of more than 8 members lists fewer per member.
+	maxListedPerMember = 20
+	maxListedPerMesh   = 160
+	// maxNameBytes cuts a node or Peer name: a Kubernetes name is at most
+	// 253 bytes, but a member's API server may send anything.
+	maxNameBytes = 253
+	// maxMessageBytes cuts the message of a skipped node or a conflict.
+	maxMessageBytes = 512
+	// maxWarningBytes cuts a warning; maxWarnings bounds how many one plan
+	// gives (each becomes an event), the rest summed up in one more.
+	maxWarningBytes = 1024
+	maxWarnings     = 100
+)
+
+// listedPerMember is how many skipped nodes, and conflicts, each member of a
+// mesh of n members lists: maxListedPerMember, fewer in large meshes, at
+// least 2.
+func listedPerMember(n int) int {
+	if n <= 0 {
+		return maxListedPerMember
+	}
+	return max(2, min(maxListedPerMember, maxListedPerMesh/n))
+}
 
 // report writes the status and the warnings.
 func (p *planner) report() {
@@ -60,7 +95,42 @@ func (p *planner) report() {
 		st.SkippedNodeCount += cs.SkippedNodes
 		st.Clusters = append(st.Clusters, cs)
 		p.problemWarnings(sc.spec.Name)
-		p.conflictWarnings(sc.spec.Name, cs.Conflicts)
+		p.conflictWarnings(sc.spec.Name, p.conflicts[sc.spec.Name])
+		if msg, ok := p.plan.Withheld[sc.spec.Name]; ok {
+			p.plan.Warnings = append(p.plan.Warnings, Warning{Cluster: sc.spec.Name, Reason: ReasonForeignPeersIncomplete,
+				Message: fmt.Sprintf("cluster %s: %s", sc.spec.Name, msg)})
+		}
+	}
+	p.bound()
+}
+
+// bound cuts every text of the status and the warnings on a character
+// boundary, and bounds the number of warnings.
+func (p *planner) bound() {
+	for i := range p.plan.Status.Clusters {
+		c := &p.plan.Status.Clusters[i]
+		c.Message = Truncate(c.Message, maxWarningBytes)
+		for j := range c.Skipped {
+			s := &c.Skipped[j]
+			s.Node, s.Message = Truncate(s.Node, maxNameBytes), Truncate(s.Message, maxMessageBytes)
+		}
+		for j := range c.Conflicts {
+			x := &c.Conflicts[j]
+			x.Peer, x.Message = Truncate(x.Peer, maxNameBytes), Truncate(x.Message, maxMessageBytes)
+		}
+	}
+	for i := range p.plan.Warnings {
+		p.plan.Warnings[i].Message = Truncate(p.plan.Warnings[i].Message, maxWarningBytes)
+	}
+	if n := len(p.plan.Warnings); n > maxWarnings {
+		p.plan.Warnings = append(p.plan.Warnings[:maxWarnings-1], Warning{Reason: ReasonMoreWarnings,
+			Message: fmt.Sprintf("%d more warnings of this mesh are not given; its status lists what each member skipped and what is in the way", n-maxWarnings+1)})
+	}
+	for i := range p.plan.Pending {
+		p.plan.Pending[i] = Truncate(p.plan.Pending[i], maxMessageBytes)
+	}
+	for m, msg := range p.plan.Withheld {
+		p.plan.Withheld[m] = Truncate(msg, maxMessageBytes)
 	}
 }
 
@@ -75,6 +145,10 @@ func (p *planner) clusterStatus(sc *sourceCluster) meshv1alpha1.ClusterStatus {
 		return conflicts[i].Reason < conflicts[j].Reason
 	})
 	cs := meshv1alpha1.ClusterStatus{Name: name, Nodes: len(sc.nodes), Segments: len(sc.segments), Peers: p.placed[name], Conflicts: conflicts}
+	listed := listedPerMember(len(p.sources))
+	if len(conflicts) > listed {
+		cs.Conflicts, cs.MoreConflicts = conflicts[:listed], len(conflicts)-listed
+	}
 	if sc.obs == nil || sc.obs.ObservedAt == nil {
 		p.plan.Pending = append(p.plan.Pending, fmt.Sprintf("cluster %s has not been observed yet", name))
 	} else {
@@ -92,7 +166,7 @@ func (p *planner) clusterStatus(sc *sourceCluster) meshv1alpha1.ClusterStatus {
 			continue
 		}
 		cs.SkippedNodes++
-		if len(cs.Skipped) < maxListedSkips {
+		if len(cs.Skipped) < listed {
 			cs.Skipped = append(cs.Skipped, *n.skipped)
 		} else {
 			cs.MoreSkipped++

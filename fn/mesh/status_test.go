@@ -523,3 +523,127 @@ func TestNodeDataQuotedBounded(t *testing.T) {
 		}
 	}
 }
+
+// TestForeignPeersIncomplete pins that no bound on what the mesh knows of the
+// Peers it does not own ever opens a door: routes it cannot see are never
+// taken for free ones.
+func TestForeignPeersIncomplete(t *testing.T) {
+	nameA1 := PeerName(testNamespace, testMesh, "a", "a1")
+	// junk are Peers named to sort first, holding more routes than the
+	// planner reads, the way a tenant's second mesh could.
+	junk := func(routes int) []kubev1alpha1.ForeignPeer {
+		var out []kubev1alpha1.ForeignPeer
+		for i := 0; routes > 0; i++ {
+			fp := kubev1alpha1.ForeignPeer{Name: fmt.Sprintf("aaa-%03d", i), PublicKey: testKey(byte(200 + i%50))}
+			for j := 0; j < 4096 && routes > 0; j, routes = j+1, routes-1 {
+				n := i*4096 + j
+				fp.AllowedIPs = append(fp.AllowedIPs, fmt.Sprintf("100.%d.%d.%d/32", 64+n>>16, n>>8&255, n&255))
+			}
+			out = append(out, fp)
+		}
+		return out
+	}
+	victims := []kubev1alpha1.ForeignPeer{
+		{Name: "zz-victim", PublicKey: testKey(98), AllowedIPs: []string{"10.1.0.0/16"}},
+		{Name: "zzz-victim2", PublicKey: testKey(1)}, // a1's key
+	}
+	type want struct {
+		inB       map[string][]string
+		conflicts []meshv1alpha1.PeerConflict
+		withheld  bool
+	}
+	cases := map[string]struct {
+		reason     string
+		foreign    []kubev1alpha1.ForeignPeer
+		incomplete string
+		delivered  map[string]DeliveredPeer
+		want       want
+	}{
+		"VictimsSeen": {
+			reason:  "Without junk the victims' key and route are seen: a1's Peer is held back by the key conflict.",
+			foreign: victims,
+			want: want{
+				inB:       map[string][]string{},
+				conflicts: []meshv1alpha1.PeerConflict{{Peer: nameA1, Reason: ReasonPeerKeyConflict}},
+			},
+		},
+		"JunkPastTheBudgetHidesNothing": {
+			reason:  "Peers sorting first that hold more routes than the planner reads cannot hide the victims: their keys are still read, and no new route is written into b while its routes are not known whole.",
+			foreign: append(junk(maxForeignRoutes+1), victims...),
+			want: want{
+				inB:       map[string][]string{},
+				conflicts: []meshv1alpha1.PeerConflict{{Peer: nameA1, Reason: ReasonPeerKeyConflict}},
+				withheld:  true,
+			},
+		},
+		"JunkPastTheBudgetWithheldRoutes": {
+			reason:  "Over the budget, with no key in the way, every new route into b is withheld, and the Peer with none left is not written.",
+			foreign: append(junk(maxForeignRoutes+1), victims[0]),
+			want: want{
+				inB:      map[string][]string{},
+				withheld: true,
+			},
+		},
+		"InventoryIncomplete": {
+			reason:     "When the inventory says it published only part of the foreign Peers, no new route is written into b.",
+			foreign:    []kubev1alpha1.ForeignPeer{{Name: "vpn", AllowedIPs: []string{"172.16.0.0/16"}}},
+			incomplete: "more than 16384 routes",
+			want: want{
+				inB:      map[string][]string{},
+				withheld: true,
+			},
+		},
+		"IncompleteKeepsWhatWasDelivered": {
+			reason:     "Routes the mesh already wrote into b stay while b is incomplete; only new ones are withheld.",
+			incomplete: "more than 16384 routes",
+			delivered:  map[string]DeliveredPeer{nameA1: {PublicKey: testKey(1), AllowedIPs: []string{"10.1.1.0/24", "10.41.0.1/32"}}},
+			want: want{
+				inB:      map[string][]string{"a1": {"10.1.1.0/24", "10.41.0.1/32"}},
+				withheld: true,
+			},
+		},
+		"WithinTheBudget": {
+			reason:  "Exactly as many routes as the planner reads are known whole: nothing is withheld for it.",
+			foreign: junk(maxForeignRoutes),
+			want: want{
+				inB: map[string][]string{"a1": {"10.1.1.0/24", "192.168.1.1/32", "10.41.0.1/32", "10.201.0.0/16"}},
+			},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			obsB := observation(nodeB1())
+			obsB.ForeignPeers = tc.foreign
+			obsB.ForeignPeersIncomplete = tc.incomplete
+			in := meshInput([]meshv1alpha1.Cluster{clusterA(withService("10.201.0.0/16")), clusterB()}, map[string]*Observation{
+				"a": observation(nodeA1(internalIP("192.168.1.1/24"))),
+				"b": obsB,
+			})
+			in.Delivered = map[string]map[string]DeliveredPeer{"b": tc.delivered}
+			p, err := Do(in)
+			if err != nil {
+				t.Fatalf("\n%s\nDo(...): unexpected error: %v", tc.reason, err)
+			}
+			if diff := cmp.Diff(tc.want.inB, allowedByLeader(p, "b", "a1"), cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("\n%s\nDo(...): -want allowedIPs in b, +got:\n%s", tc.reason, diff)
+			}
+			if diff := cmp.Diff(tc.want.conflicts, statusOf(p, "b").Conflicts, ignoreMessages); diff != "" {
+				t.Errorf("\n%s\nDo(...): -want conflicts in b, +got:\n%s", tc.reason, diff)
+			}
+			msg, withheld := p.Withheld["b"]
+			if withheld != tc.want.withheld {
+				t.Errorf("\n%s\nDo(...): withheld in b = %t (%q), want %t", tc.reason, withheld, msg, tc.want.withheld)
+			}
+			if _, ok := p.Withheld["a"]; ok {
+				t.Errorf("\n%s\nDo(...): a is complete, but withheld: %q", tc.reason, p.Withheld["a"])
+			}
+			warned := false
+			for _, w := range p.Warnings {
+				warned = warned || w.Reason == ReasonForeignPeersIncomplete && w.Cluster == "b"
+			}
+			if warned != tc.want.withheld {
+				t.Errorf("\n%s\nDo(...): a ForeignPeersIncomplete warning for b = %t, want %t", tc.reason, warned, tc.want.withheld)
+			}
+		})
+	}
+}

@@ -231,10 +231,14 @@ type ClusterStatus struct {
 	// MoreSkipped counts the skipped nodes not listed in Skipped.
 	// +optional
 	MoreSkipped int `json:"moreSkipped,omitempty"`
-	// Conflicts are Peers not written into this member because a Peer the
-	// mesh does not own is in the way.
+	// Conflicts lists up to 20 Peers not written into this member as
+	// planned because a Peer the mesh does not own is in the way;
+	// MoreConflicts counts the rest.
 	// +optional
 	Conflicts []PeerConflict `json:"conflicts,omitempty"`
+	// MoreConflicts counts the conflicts not listed in Conflicts.
+	// +optional
+	MoreConflicts int `json:"moreConflicts,omitempty"`
 	// Message says why the member cannot be observed, or why its Peers
 	// cannot be written into it.
 	// +optional

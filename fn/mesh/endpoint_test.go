@@ -184,7 +184,10 @@ func TestDiscoveredEndpoints(t *testing.T) {
 		reason string
 		a1     kubev1alpha1.ObservedNode
 		b1     kubev1alpha1.ObservedNode
-		want   want
+		// bNodes are more nodes of b, in Location granularity.
+		bNodes      []kubev1alpha1.ObservedNode
+		noKeepalive bool
+		want        want
 	}{
 		"UsedPerTarget": {
 			reason: "A target that discovered an endpoint of a segment's key dials it; other targets keep the segment's own.",
@@ -285,6 +288,40 @@ func TestDiscoveredEndpoints(t *testing.T) {
 				inC: wantPeer("a", "a1", 1, ipEndpoint("192.168.1.1", 51820), "10.1.1.0/24", "10.41.0.1/32"),
 			},
 		},
+		"NoKeepaliveNoRoaming": {
+			reason:      "Without a keepalive on the Peer Kilo dials the Peer's own endpoint and learns none: a discovered one is not used.",
+			a1:          nodeA1(),
+			b1:          nodeB1(discovered(discoveredJSON(testKey(1), "192.0.2.7", 40000))),
+			noKeepalive: true,
+			want: want{
+				inB: wantPeer("a", "a1", 1, own, "10.1.1.0/24", "10.41.0.1/32"),
+				inC: wantPeer("a", "a1", 1, own, "10.1.1.0/24", "10.41.0.1/32"),
+			},
+		},
+		"NonLeaderOfTargetNotBelieved": {
+			reason: "A node of b that does not lead its location runs no WireGuard towards a1: what its annotation says is not used, even when it sorts first.",
+			a1:     nodeA1(),
+			b1:     nodeB1(location("eu"), internalIP("192.168.16.1/24"), granularity("location"), volunteer()),
+			bNodes: []kubev1alpha1.ObservedNode{
+				memberNode("b0", "10.2.0.0/24", 100, "192.168.16.10/24", location("eu"), discovered(discoveredJSON(testKey(1), "192.0.2.66", 9))),
+			},
+			want: want{
+				inB: wantPeer("a", "a1", 1, own, "10.1.1.0/24", "10.41.0.1/32"),
+				inC: wantPeer("a", "a1", 1, own, "10.1.1.0/24", "10.41.0.1/32"),
+			},
+		},
+		"LeaderOfTargetBelieved": {
+			reason: "The leader of b's location learned a1's address: it is used, whatever a member of its location says.",
+			a1:     nodeA1(),
+			b1:     nodeB1(location("eu"), internalIP("192.168.16.1/24"), granularity("location"), volunteer(), discovered(discoveredJSON(testKey(1), "192.0.2.7", 40000))),
+			bNodes: []kubev1alpha1.ObservedNode{
+				memberNode("b0", "10.2.0.0/24", 100, "192.168.16.10/24", location("eu"), discovered(discoveredJSON(testKey(1), "192.0.2.66", 9))),
+			},
+			want: want{
+				inB: wantPeer("a", "a1", 1, ipEndpoint("192.0.2.7", 40000), "10.1.1.0/24", "10.41.0.1/32"),
+				inC: wantPeer("a", "a1", 1, own, "10.1.1.0/24", "10.41.0.1/32"),
+			},
+		},
 		"MalformedJSON": {
 			reason: "Malformed discovered-endpoints are not used and are reported on the cluster whose node carries them.",
 			a1:     nodeA1(),
@@ -298,11 +335,18 @@ func TestDiscoveredEndpoints(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			in := meshInput([]meshv1alpha1.Cluster{clusterA(), clusterB(), clusterC()}, map[string]*Observation{
+			a := clusterA(withKeepalive(25))
+			if tc.noKeepalive {
+				a = clusterA()
+			}
+			in := meshInput([]meshv1alpha1.Cluster{a, clusterB(), clusterC()}, map[string]*Observation{
 				"a": observation(tc.a1),
-				"b": observation(tc.b1),
+				"b": observation(append([]kubev1alpha1.ObservedNode{tc.b1}, tc.bNodes...)...),
 				"c": observation(leaderNode("c1", "10.3.1.0/24", "10.43.0.1/16", 201, "198.51.100.201")),
 			})
+			if !tc.noKeepalive {
+				tc.want.inB.Spec.PersistentKeepalive, tc.want.inC.Spec.PersistentKeepalive = 25, 25
+			}
 			p, err := Do(in)
 			if err != nil {
 				t.Fatalf("\n%s\nDo(...): unexpected error: %v", tc.reason, err)

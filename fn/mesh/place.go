@@ -49,7 +49,12 @@ func (p *planner) newTarget(sc *sourceCluster) *target {
 				t.internal[a] = n.obs.Name
 			}
 		}
-		p.readDiscovered(t, n)
+	}
+	// Only a segment leader runs WireGuard towards the other members'
+	// Peers, so only what a leader learned from a handshake is believed: any
+	// other node of the target could write anything in its annotation.
+	for _, s := range sc.segments {
+		p.readDiscovered(t, s.leader)
 	}
 	if sc.obs != nil {
 		t.readForeign(sc.obs.ForeignPeers)
@@ -61,8 +66,8 @@ func (p *planner) newTarget(sc *sourceCluster) *target {
 	return t
 }
 
-// readDiscovered adds the endpoints a node of the target learned from
-// handshakes; the first node by name that knows a key wins.
+// readDiscovered adds the endpoints a leader of the target learned from
+// handshakes; the first leader by name that knows a key wins.
 func (p *planner) readDiscovered(t *target, n *node) {
 	v := n.kilo.DiscoveredEndpoints
 	if v == "" {
@@ -155,7 +160,11 @@ func (p *planner) placeSource(peers []kilov1alpha1.Peer, t *target, sc *sourceCl
 		}
 
 		endpoint := s.leader.endpoint
-		if d, ok := t.discovered[s.leader.key]; ok {
+		if d, ok := t.discovered[s.leader.key]; ok && b.keepalive > 0 {
+			// Kilo keeps an endpoint learned from a handshake only for a
+			// Peer with a keepalive (updateEndpoint in its pkg/mesh), and
+			// records one only for such a Peer: without it the Peer's own
+			// endpoint is what Kilo dials.
 			endpoint = &d
 		}
 		var anchor []netip.Prefix

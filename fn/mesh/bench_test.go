@@ -1,6 +1,7 @@
 package mesh
 
 import (
+	"errors"
 	"fmt"
 	"testing"
 
@@ -69,6 +70,55 @@ func BenchmarkPlan(b *testing.B) {
 				b.Fatalf("planned %d Peers, want %d: the benchmark's nodes no longer pass the checks", peers, want)
 			}
 			b.ReportMetric(float64(peers), "peers")
+		})
+	}
+}
+
+// equalPrefixSpec is a mesh of the given clusters whose every CIDR field is
+// filled, to its schema's limit, with copies of 10.0.0.0/8: 138 copies per
+// member (8 pod CIDRs, the WireGuard and service CIDRs, 64 additional CIDRs
+// and 64 node CIDRs). Any tenant may write such a spec, and the overlap
+// report must still answer at once.
+func equalPrefixSpec(clusters int) meshv1alpha1.ClusterMeshSpec {
+	same := func(n int) []meshv1alpha1.CIDR {
+		out := make([]meshv1alpha1.CIDR, n)
+		for i := range out {
+			out[i] = "10.0.0.0/8"
+		}
+		return out
+	}
+	eight := meshv1alpha1.CIDR("10.0.0.0/8")
+	var spec meshv1alpha1.ClusterMeshSpec
+	for c := range clusters {
+		spec.Clusters = append(spec.Clusters, meshv1alpha1.Cluster{
+			Name:              fmt.Sprintf("c%02d", c),
+			ProviderConfigRef: meshv1alpha1.ProviderConfigReference{Kind: "ProviderConfig", Name: fmt.Sprintf("c%02d", c)},
+			PodCIDRs:          same(8),
+			WireguardCIDR:     "10.0.0.0/8",
+			ServiceCIDR:       &eight,
+			AdditionalCIDRs:   same(64),
+			NodeCIDRs:         same(64),
+		})
+	}
+	return spec
+}
+
+// BenchmarkOverlapReport times the overlap report of the largest spec a
+// tenant can write, all of it one prefix, against as many sibling meshes as
+// the function reads.
+func BenchmarkOverlapReport(b *testing.B) {
+	for _, size := range []struct{ clusters, siblings int }{{64, 0}, {64, 32}} {
+		b.Run(fmt.Sprintf("%dclusters-%dsiblings", size.clusters, size.siblings), func(b *testing.B) {
+			in := &Input{Namespace: "team", Name: "mesh", Spec: equalPrefixSpec(size.clusters)}
+			for s := range size.siblings {
+				in.Others = append(in.Others, OtherMesh{Name: fmt.Sprintf("sibling-%02d", s), Spec: equalPrefixSpec(size.clusters)})
+			}
+			for b.Loop() {
+				var overlap *OverlapError
+				if _, err := Do(in); !errors.As(err, &overlap) {
+					b.Fatalf("want the overlap reported, got %v", err)
+				}
+			}
 		})
 	}
 }

@@ -40,17 +40,37 @@ func less(a, b netip.Prefix) bool {
 	return a.Bits() < b.Bits()
 }
 
-// inside is the range of x.sorted holding the prefixes strictly inside p.
+// inside is the range of x.sorted holding the prefixes strictly inside p,
+// found by two binary searches: the prefixes inside p are those after p
+// whose address is at most p's last address.
 func (x *prefixIndex) inside(p netip.Prefix) (int, int) {
 	lo := sort.Search(len(x.sorted), func(k int) bool {
 		q := x.sorted[k].p
 		return q.Addr().Compare(p.Addr()) > 0 || (q.Addr() == p.Addr() && q.Bits() > p.Bits())
 	})
-	hi := lo
-	for hi < len(x.sorted) && p.Contains(x.sorted[hi].p.Addr()) {
-		hi++
-	}
+	last := lastAddr(p)
+	hi := lo + sort.Search(len(x.sorted)-lo, func(k int) bool {
+		q := x.sorted[lo+k].p
+		return q.Addr().BitLen() != last.BitLen() || q.Addr().Compare(last) > 0
+	})
 	return lo, hi
+}
+
+// lastAddr is the last address of a masked prefix: its host bits all set.
+func lastAddr(p netip.Prefix) netip.Addr {
+	b := p.Addr().As16()
+	off := 0
+	if p.Addr().Is4() {
+		off = 96
+	}
+	for i := off + p.Bits(); i < 128; i++ {
+		b[i/8] |= 1 << (7 - i%8)
+	}
+	a := netip.AddrFrom16(b)
+	if p.Addr().Is4() {
+		return a.Unmap()
+	}
+	return a
 }
 
 // containing calls f with the indices of the prefixes equal to p or
@@ -81,11 +101,17 @@ func (x *prefixIndex) overlapping(p netip.Prefix) []int {
 	return out
 }
 
-// count is how many prefixes overlap p.
+// count is how many prefixes overlap p, in O(address bits + log n) however
+// many prefixes are equal: the equal and the containing ones are counted by
+// length, never one by one.
 func (x *prefixIndex) count(p netip.Prefix) int {
 	p = p.Masked()
 	n := 0
-	x.containing(p, func(int) { n++ })
+	for b := 0; b <= p.Bits(); b++ {
+		if q, err := p.Addr().Prefix(b); err == nil {
+			n += len(x.exact[q])
+		}
+	}
 	lo, hi := x.inside(p)
 	return n + hi - lo
 }

@@ -47,8 +47,21 @@ func (f family) String() string {
 
 // A cidrEntry is one CIDR of the spec with the field path it came from.
 type cidrEntry struct {
-	path   *field.Path
-	prefix netip.Prefix
+	// cluster is the path of the entry's cluster, field its field, and
+	// index its index in a list field (-1 for a single CIDR): the path is
+	// built only for a message, since a spec may hold thousands of CIDRs.
+	cluster *field.Path
+	field   string
+	index   int
+	prefix  netip.Prefix
+}
+
+// path is the field path of the CIDR, e.g. spec.clusters[1].podCIDRs[0].
+func (e cidrEntry) path() *field.Path {
+	if e.index < 0 {
+		return e.cluster.Child(e.field)
+	}
+	return e.cluster.Child(e.field).Index(e.index)
 }
 
 // cluster is a validated member of the mesh.
@@ -63,6 +76,20 @@ type cluster struct {
 	port       uint16
 	keepalive  int
 	cidrs      []cidrEntry
+	// idx indexes cidrs, built when first needed.
+	idx *prefixIndex
+}
+
+// cidrIndex indexes the cluster's CIDRs.
+func (c *cluster) cidrIndex() *prefixIndex {
+	if c.idx == nil {
+		ps := make([]netip.Prefix, len(c.cidrs))
+		for i, e := range c.cidrs {
+			ps[i] = e.prefix
+		}
+		c.idx = newPrefixIndex(ps)
+	}
+	return c.idx
 }
 
 // An InvalidSpecError says which fields of a ClusterMesh spec are malformed.
@@ -159,7 +186,7 @@ func checkFamily(cp *field.Path, clusters []*cluster) (family, field.ErrorList) 
 		for _, e := range c.cidrs {
 			// A wireguardCIDR of the other family is reported above.
 			if e.prefix != c.wireguard && !f.of(e.prefix.Addr()) {
-				errs = append(errs, field.Invalid(e.path, e.prefix.String(),
+				errs = append(errs, field.Invalid(e.path(), e.prefix.String(),
 					fmt.Sprintf("is %s, but the mesh is %s (the family of its wireguardCIDRs): Kilo runs one address family", familyOf(e.prefix.Addr()), f)))
 			}
 		}
@@ -184,19 +211,22 @@ func validateCluster(p *field.Path, i int, spec meshv1alpha1.Cluster) (*cluster,
 		errs = append(errs, field.Required(p.Child("providerConfigRef", "name"), "names the provider-kubernetes config of the cluster"))
 	}
 
-	parse := func(fp *field.Path, s meshv1alpha1.CIDR) (netip.Prefix, bool) {
+	c.cidrs = make([]cidrEntry, 0, len(spec.PodCIDRs)+len(spec.AdditionalCIDRs)+len(spec.NodeCIDRs)+2)
+	parse := func(name string, j int, s meshv1alpha1.CIDR) (netip.Prefix, bool) {
+		e := cidrEntry{cluster: p, field: name, index: j}
 		pr, err := ParseCIDR(string(s))
 		if err != nil {
-			errs = append(errs, field.Invalid(fp, string(s), "must be a network in CIDR form with no host bits set: "+err.Error()))
+			errs = append(errs, field.Invalid(e.path(), string(s), "must be a network in CIDR form with no host bits set: "+err.Error()))
 			return pr, false
 		}
-		c.cidrs = append(c.cidrs, cidrEntry{path: fp, prefix: pr})
+		e.prefix = pr
+		c.cidrs = append(c.cidrs, e)
 		return pr, true
 	}
 	list := func(name string, ss []meshv1alpha1.CIDR) []netip.Prefix {
-		var out []netip.Prefix
+		out := make([]netip.Prefix, 0, len(ss))
 		for j, s := range ss {
-			if pr, ok := parse(p.Child(name).Index(j), s); ok {
+			if pr, ok := parse(name, j, s); ok {
 				out = append(out, pr)
 			}
 		}
@@ -209,11 +239,11 @@ func validateCluster(p *field.Path, i int, spec meshv1alpha1.Cluster) (*cluster,
 	c.pods = list("podCIDRs", spec.PodCIDRs)
 	if spec.WireguardCIDR == "" {
 		errs = append(errs, field.Required(p.Child("wireguardCIDR"), "the network of the cluster's Kilo interface (Kilo's --subnet)"))
-	} else if pr, ok := parse(p.Child("wireguardCIDR"), spec.WireguardCIDR); ok {
+	} else if pr, ok := parse("wireguardCIDR", -1, spec.WireguardCIDR); ok {
 		c.wireguard = pr
 	}
 	if spec.ServiceCIDR != nil {
-		if pr, ok := parse(p.Child("serviceCIDR"), *spec.ServiceCIDR); ok {
+		if pr, ok := parse("serviceCIDR", -1, *spec.ServiceCIDR); ok {
 			c.service = []netip.Prefix{pr}
 		}
 	}
@@ -282,7 +312,7 @@ func overlaps(clusters []*cluster, r *overlapReport) {
 			if i >= j || listed == maxOverlapsListed {
 				break
 			}
-			r.add(fmt.Sprintf("%s %s overlaps %s %s", all[j].path, all[j].prefix, all[i].path, all[i].prefix))
+			r.add(fmt.Sprintf("%s %s overlaps %s %s", all[j].path(), all[j].prefix, all[i].path(), all[i].prefix))
 			listed++
 		}
 	}
@@ -343,8 +373,22 @@ func crossMeshOverlaps(clusters []*cluster, others []OtherMesh, r *overlapReport
 					hubs = append(hubs, c)
 				}
 			}
+			// Equal CIDRs of one entry give equal counts: each distinct
+			// prefix is counted once.
+			counted := map[netip.Prefix]int{}
+			count := func(b netip.Prefix) int {
+				if n, ok := counted[b]; ok {
+					return n
+				}
+				n := idx.count(b)
+				for _, c := range hubs {
+					n -= c.cidrIndex().count(b)
+				}
+				counted[b] = n
+				return n
+			}
 			for _, b := range d.cidrs {
-				reportOverlapsWith(r, idx, mine, owner, hubs, o.Name, b)
+				reportOverlapsWith(r, idx, mine, owner, hubs, o.Name, b, count(b.prefix))
 			}
 		}
 		if len(shared) > 1 {
@@ -354,19 +398,10 @@ func crossMeshOverlaps(clusters []*cluster, others []OtherMesh, r *overlapReport
 }
 
 // reportOverlapsWith reports the CIDRs of this mesh (mine, indexed, each of
-// the cluster owner[i]) that overlap b, a CIDR of ClusterMesh other. The
-// CIDRs of a shared hub of course overlap its own entry in the other mesh:
-// they do not count.
-func reportOverlapsWith(r *overlapReport, idx *prefixIndex, mine []cidrEntry, owner, hubs []*cluster, other string, b cidrEntry) {
-	hub := 0
-	for _, c := range hubs {
-		for _, a := range c.cidrs {
-			if a.prefix.Overlaps(b.prefix) {
-				hub++
-			}
-		}
-	}
-	n := idx.count(b.prefix) - hub
+// the cluster owner[i]) that overlap b, a CIDR of ClusterMesh other; n of
+// them do, not counting those of a shared hub, which of course overlap its
+// own entry in the other mesh.
+func reportOverlapsWith(r *overlapReport, idx *prefixIndex, mine []cidrEntry, owner, hubs []*cluster, other string, b cidrEntry, n int) {
 	if n == 0 {
 		return
 	}
@@ -376,7 +411,7 @@ func reportOverlapsWith(r *overlapReport, idx *prefixIndex, mine []cidrEntry, ow
 	}
 	for _, i := range idx.overlapping(b.prefix) {
 		if !slices.Contains(hubs, owner[i]) {
-			r.add(fmt.Sprintf("%s %s overlaps ClusterMesh %s %s %s", mine[i].path, mine[i].prefix, other, b.path, b.prefix))
+			r.add(fmt.Sprintf("%s %s overlaps ClusterMesh %s %s %s", mine[i].path(), mine[i].prefix, other, b.path(), b.prefix))
 		}
 	}
 }

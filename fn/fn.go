@@ -77,7 +77,12 @@ func (f *Function) RunFunction(_ context.Context, req *fnv1.RunFunctionRequest) 
 		return rsp, nil
 	}
 
+	now := time.Now
+	if f.now != nil {
+		now = f.now
+	}
 	plan, err := mesh.Do(&mesh.Input{
+		Now:          now(),
 		Namespace:    xr.Namespace,
 		Name:         xr.Name,
 		Spec:         xr.Spec,
@@ -127,10 +132,6 @@ func (f *Function) RunFunction(_ context.Context, req *fnv1.RunFunctionRequest) 
 	}
 	if settling(rsp, obs) && ttl > settleTTL {
 		rsp.Meta.Ttl = durationpb.New(settleTTL)
-	}
-	now := time.Now
-	if f.now != nil {
-		now = f.now
 	}
 	if wait := holdFirstDelivery(xr, obs, now()); wait > 0 {
 		log.Debug("Waiting for every member's first report before delivering", "wait", wait)

@@ -4,8 +4,10 @@ import (
 	"encoding/base64"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	kubev1alpha1 "github.com/kilomesh/kilomesh/apis/kube/v1alpha1"
 	meshv1alpha1 "github.com/kilomesh/kilomesh/apis/mesh/v1alpha1"
@@ -504,6 +506,64 @@ func TestTransientSegmentNoLeader(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			if got := Transient(name); got != tc.want {
 				t.Errorf("\n%s\nTransient(%q): want %t, got %t", tc.reason, name, tc.want, got)
+			}
+		})
+	}
+}
+
+// TestStaleNodeSettles pins that a node whose Kilo agent stopped for good
+// stops holding the mesh back once Kilo itself has dropped it (its next
+// resync after the heartbeat went stale), while it is still listed as
+// skipped.
+func TestStaleNodeSettles(t *testing.T) {
+	now := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
+	since := func(d time.Duration) nodeOpt {
+		return func(n *kubev1alpha1.ObservedNode) {
+			n.Stale = true
+			n.StaleSince = &metav1.Time{Time: now.Add(-d)}
+		}
+	}
+	cases := map[string]struct {
+		reason      string
+		a2          nodeOpt
+		now         time.Time
+		wantReason  string
+		wantPending bool
+	}{
+		"JustStale": {
+			reason: "A heartbeat stale for less than Kilo's resync may come back: the mesh is converging.",
+			a2:     since(20 * time.Second), now: now,
+			wantReason: ReasonNodeNotReady, wantPending: true,
+		},
+		"LongStale": {
+			reason: "A heartbeat stale for longer than Kilo's resync: Kilo has dropped the node, the mesh has converged without it.",
+			a2:     since(5 * time.Minute), now: now,
+			wantReason: ReasonNodeHeartbeatLost,
+		},
+		"StaleSinceUnknown": {
+			reason: "An inventory that does not say since when a node is stale keeps it transient.",
+			a2:     stale(), now: now,
+			wantReason: ReasonNodeNotReady, wantPending: true,
+		},
+		"DryRun": {
+			reason:     "Without a time (a dry run) no stale node is old.",
+			a2:         since(5 * time.Minute),
+			wantReason: ReasonNodeNotReady, wantPending: true,
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			in := twoClusters(meshv1alpha1.GranularityNode, nodeA1(), nodeA2(tc.a2))
+			in.Now = tc.now
+			p, err := Do(in)
+			if err != nil {
+				t.Fatalf("\n%s\nDo(...): unexpected error: %v", tc.reason, err)
+			}
+			if diff := cmp.Diff([]skip{{"a2", tc.wantReason}}, skipsOf(p, "a")); diff != "" {
+				t.Errorf("\n%s\nDo(...): -want skipped, +got:\n%s", tc.reason, diff)
+			}
+			if got := len(p.Pending) > 0; got != tc.wantPending {
+				t.Errorf("\n%s\nDo(...): pending = %t (%q), want %t", tc.reason, got, p.Pending, tc.wantPending)
 			}
 		})
 	}

@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"net/netip"
 	"sort"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -53,6 +54,10 @@ type Input struct {
 	Observations map[string]*Observation
 	// Others are the other ClusterMeshes of the namespace.
 	Others []OtherMesh
+	// Now is the time of the plan: a node whose heartbeat has been stale
+	// for longer than Kilo keeps it no longer holds the mesh back. Zero in
+	// a dry run, where no stale node is that old.
+	Now time.Time
 	// Delivered are the Peers the mesh has composed so far, by the member
 	// they are written into, then by Peer name. Whoever holds a key or a
 	// route first keeps it: a node that copies a key, or a Peer someone
@@ -102,7 +107,7 @@ func Do(in *Input) (*Plan, error) {
 	p.sources = make([]*sourceCluster, len(clusters))
 	for i, c := range clusters {
 		p.sources[i] = newSourceCluster(c, in.Observations[c.spec.Name])
-		p.sources[i].planSegments(in.Spec.Granularity, fam)
+		p.sources[i].planSegments(in.Spec.Granularity, fam, in.Now)
 		if c.keepalive > p.keepalive {
 			p.keepalive = c.keepalive
 		}

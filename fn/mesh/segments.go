@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"sort"
 	"strings"
+	"time"
 
 	kilov1alpha1 "github.com/kilomesh/kilomesh/apis/kilo/v1alpha1"
 	kubev1alpha1 "github.com/kilomesh/kilomesh/apis/kube/v1alpha1"
@@ -27,6 +28,7 @@ const (
 	ReasonNodeKeyInvalid        = "NodeKeyInvalid"
 	ReasonNodeKeyDuplicate      = "NodeKeyDuplicate"
 	ReasonNodeNotReady          = "NodeNotReady"
+	ReasonNodeHeartbeatLost     = "NodeHeartbeatLost"
 	ReasonNodeEndpointInvalid   = "NodeEndpointInvalid"
 	ReasonSegmentNoLeader       = "SegmentNoLeader"
 )
@@ -44,8 +46,9 @@ var checkOrder = map[string]int{
 	ReasonNodeKeyInvalid:        9,
 	ReasonNodeKeyDuplicate:      10,
 	ReasonNodeNotReady:          11,
-	ReasonNodeEndpointInvalid:   12,
-	ReasonSegmentNoLeader:       13,
+	ReasonNodeHeartbeatLost:     12,
+	ReasonNodeEndpointInvalid:   13,
+	ReasonSegmentNoLeader:       14,
 }
 
 // Transient reports whether a skip reason is expected to clear by itself,
@@ -63,6 +66,12 @@ func Transient(reason string) bool {
 // leaves the node out (two check-in periods of 30 s, pkg/mesh backend.go);
 // the provider applies it and publishes the result as the node's stale flag.
 const kiloHeartbeatLimit = "60 s"
+
+// kiloResync is Kilo's default --resync-period: a node whose heartbeat went
+// stale causes no event of its own, so Kilo drops it from its WireGuard
+// configuration at its next resync at the latest. A node stale for longer
+// than that is gone from Kilo's mesh, and waiting for it is not converging.
+const kiloResync = 30 * time.Second
 
 // A node is an observed Node being planned.
 type node struct {
@@ -178,7 +187,7 @@ func (sc *sourceCluster) useLocation(g meshv1alpha1.Granularity) bool {
 // and a fresh heartbeat. Kilo leaves every other node out of its topology,
 // leader or not, so the mesh does too. It also runs the pod CIDR range
 // check, which every node that is routed must pass.
-func (n *node) checkReady(family family) {
+func (n *node) checkReady(family family, now time.Time) {
 	n.ready = true
 	fail := func(reason, format string, a ...any) {
 		n.ready = false
@@ -200,6 +209,9 @@ func (n *node) checkReady(family family) {
 	case !n.agentEndpoint.ok:
 		fail(ReasonNodeNotReady, "Kilo has no endpoint for the node: neither %s nor %s is host:port",
 			kilov1alpha1.AnnotationForceEndpoint, kilov1alpha1.AnnotationEndpoint)
+	case n.obs.Stale && n.obs.StaleSince != nil && !now.IsZero() && now.Sub(n.obs.StaleSince.Time) > kiloResync:
+		fail(ReasonNodeHeartbeatLost, "Kilo's heartbeat %s stopped: the node has been stale since %s, and Kilo has dropped it from its mesh",
+			kilov1alpha1.AnnotationLastSeen, n.obs.StaleSince.UTC().Format(time.RFC3339))
 	case n.obs.Stale:
 		fail(ReasonNodeNotReady, "Kilo's heartbeat %s is missing or older than %s: Kilo leaves the node out",
 			kilov1alpha1.AnnotationLastSeen, kiloHeartbeatLimit)
@@ -325,10 +337,10 @@ func firstExternalIP(ips []string) (netip.Addr, bool) {
 // planSegments checks the nodes of a cluster and forms Kilo's segments from
 // the ready ones, up to the mesh-wide key check. Leaders still need
 // checkEndpoint.
-func (sc *sourceCluster) planSegments(g meshv1alpha1.Granularity, f family) {
+func (sc *sourceCluster) planSegments(g meshv1alpha1.Granularity, f family, now time.Time) {
 	sc.location = sc.useLocation(g)
 	for _, n := range sc.nodes {
-		n.checkReady(f)
+		n.checkReady(f, now)
 	}
 	if sc.location {
 		sc.locationSegments()

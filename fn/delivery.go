@@ -224,6 +224,11 @@ func deliveryProblems(x *xrMesh, o *observed) map[string]string {
 	for _, d := range deliverers {
 		d.problems(o, members, out)
 	}
+	for _, c := range x.Spec.Clusters {
+		if msg, ok := credentialsRefused(o.resources[prefixInventory+c.Name]); ok {
+			addProblem(out, c.Name, "nothing is written into it while provider-kilomesh refuses its credentials: "+cut(msg))
+		}
+	}
 	return out
 }
 

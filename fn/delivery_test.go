@@ -2,10 +2,12 @@ package main
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"google.golang.org/protobuf/testing/protocmp"
 	"google.golang.org/protobuf/types/known/structpb"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -190,7 +192,7 @@ func TestHandOver(t *testing.T) {
 	}
 	set := func(t *testing.T, policies ...string) *fnv1.Resource {
 		t.Helper()
-		s := peerSet(t, peerOfB, "ProviderConfig", "cluster-a")
+		s := peerSet(t, peerOfB, "ClusterProviderConfig", "cluster-a")
 		if len(policies) > 0 {
 			s.GetFields()["spec"].GetStructValue().Fields["managementPolicies"] = stringList(policies)
 		}
@@ -332,6 +334,90 @@ func TestObjectOfConflictingPeerOrphaned(t *testing.T) {
 			}
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("%s\nRunFunction(...): -want managementPolicies of the Object, +got:\n%s", tc.reason, diff)
+			}
+		})
+	}
+}
+
+// TestRefusedCredentialsReceiveNothing pins that a member whose credentials
+// provider-kilomesh refused is handed to no provider: its delivery resources
+// stay exactly as observed (none created, changed or deleted), whichever
+// delivery, and the mesh says why.
+func TestRefusedCredentialsReceiveNothing(t *testing.T) {
+	refused := func(t *testing.T) *fnv1.Resource {
+		t.Helper()
+		r := inventory(t, "cluster-b", "False", "node-b1", keyB1, "10.2.1.0/24", "10.202.0.1/16", "198.51.100.21")
+		conds := r.GetResource().GetFields()["status"].GetStructValue().GetFields()["conditions"].GetListValue()
+		c, err := structpb.NewStruct(map[string]any{"type": "CredentialsAccepted", "status": "False", "reason": "CredentialsRefused",
+			"message": `ClusterProviderConfig "cluster-b": user "u" refers to the file /var/run/secrets/token; only inline data is accepted`})
+		if err != nil {
+			t.Fatal(err)
+		}
+		conds.Values = append(conds.Values, structpb.NewStructValue(c))
+		return r
+	}
+	stalePeerOfA := strings.Replace(peerOfA, "10.201.0.1/32]", "10.201.0.1/32, 10.1.2.0/24]", 1)
+	cases := map[string]struct {
+		reason   string
+		delivery string
+		observed func(t *testing.T) map[string]*fnv1.Resource
+		// want is what the desired state holds for cluster-b: nothing, or
+		// the observed resource unchanged.
+		want map[string]*structpb.Struct
+	}{
+		"ObjectsNoneCreated": {
+			reason:   "No Object is composed for a refused member: provider-kubernetes would use the credentials provider-kilomesh refused.",
+			delivery: "Objects",
+			observed: func(*testing.T) map[string]*fnv1.Resource { return map[string]*fnv1.Resource{} },
+			want:     map[string]*structpb.Struct{},
+		},
+		"ObjectsKeptAsObserved": {
+			reason:   "An Object composed before the refusal is kept exactly as observed: neither changed nor deleted through those credentials.",
+			delivery: "Objects",
+			observed: func(t *testing.T) map[string]*fnv1.Resource {
+				return map[string]*fnv1.Resource{"peer-cluster-b-mesh-cluster-a-node-a1-713f87bb": {Resource: wantObject(t, stalePeerOfA, "ClusterProviderConfig", "cluster-b")}}
+			},
+			want: map[string]*structpb.Struct{"peer-cluster-b-mesh-cluster-a-node-a1-713f87bb": intent(wantObject(t, stalePeerOfA, "ClusterProviderConfig", "cluster-b"))},
+		},
+		"PeerSetKeptAsObserved": {
+			reason:   "The member's PeerSet is kept exactly as observed.",
+			delivery: "PeerSet",
+			observed: func(t *testing.T) map[string]*fnv1.Resource {
+				return map[string]*fnv1.Resource{"peerset-cluster-b": {Resource: peerSet(t, stalePeerOfA, "ClusterProviderConfig", "cluster-b")}}
+			},
+			want: map[string]*structpb.Struct{"peerset-cluster-b": intent(peerSet(t, stalePeerOfA, "ClusterProviderConfig", "cluster-b"))},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			observed := tc.observed(t)
+			observed["inventory-cluster-a"] = inventory(t, "cluster-a", "True", "node-a1", keyA1, "10.1.1.0/24", "10.201.0.1/16", "203.0.113.11")
+			observed["inventory-cluster-b"] = refused(t)
+			f := &Function{log: logging.NewNopLogger(), ttl: time.Minute}
+			rsp, err := f.RunFunction(context.Background(), request(xr(t, tc.delivery, "10.2.0.0/16"), observed, noOtherMeshes))
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := map[string]*structpb.Struct{}
+			for name, r := range rsp.GetDesired().GetResources() {
+				for _, d := range deliverers {
+					if target, ok := d.target(name, r.GetResource()); ok && target == "cluster-b" {
+						got[name] = r.GetResource()
+					}
+				}
+			}
+			if diff := cmp.Diff(tc.want, got, protocmp.Transform()); diff != "" {
+				t.Errorf("%s\nRunFunction(...): -want desired resources of cluster-b, +got:\n%s", tc.reason, diff)
+			}
+			var delivered *fnv1.Condition
+			for _, c := range rsp.GetConditions() {
+				if c.GetType() == "PeersDelivered" {
+					delivered = c
+				}
+			}
+			if delivered == nil || delivered.GetStatus() != fnv1.Status_STATUS_CONDITION_FALSE ||
+				!strings.Contains(delivered.GetMessage(), "cluster-b: nothing is written into it while provider-kilomesh refuses its credentials") {
+				t.Errorf("%s\nRunFunction(...): want PeersDelivered=False naming cluster-b's refused credentials, got %v", tc.reason, delivered)
 			}
 		})
 	}

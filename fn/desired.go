@@ -212,11 +212,61 @@ func compose(rsp *fnv1.RunFunctionResponse, x *xrMesh, o *observed, plan *mesh.P
 		}
 	}
 	orphanConflicting(cp, plan)
+	holdRefused(cp, x)
 	if rsp.Desired == nil {
 		rsp.Desired = &fnv1.State{}
 	}
 	rsp.Desired.Resources = cp.desired
 	return nil
+}
+
+// holdRefused keeps the delivery resources of every member whose
+// credentials provider-kilomesh refused exactly as observed: nothing new,
+// changed or deleted is handed to a provider for that member. The same
+// credentials deliver its Peers (a PeerSet, or provider-kubernetes for
+// Objects, which does not check them), so a member that provider-kilomesh
+// would not even observe receives nothing until its credentials pass.
+func holdRefused(cp *composition, x *xrMesh) {
+	refused := map[string]bool{}
+	for _, c := range x.Spec.Clusters {
+		if _, ok := credentialsRefused(cp.o.resources[prefixInventory+c.Name]); ok {
+			refused[c.Name] = true
+		}
+	}
+	if len(refused) == 0 {
+		return
+	}
+	targetOf := func(name string, s *structpb.Struct) (string, bool) {
+		for _, d := range deliverers {
+			if t, ok := d.target(name, s); ok {
+				return t, true
+			}
+		}
+		return "", false
+	}
+	for name, r := range cp.desired {
+		if t, ok := targetOf(name, r.GetResource()); ok && refused[t] {
+			delete(cp.desired, name)
+		}
+	}
+	for name, r := range cp.o.resources {
+		if t, ok := targetOf(name, r.GetResource()); ok && refused[t] {
+			cp.desired[name] = &fnv1.Resource{Resource: intent(r.GetResource()), Ready: ready(r)}
+		}
+	}
+}
+
+// credentialsRefused tells whether provider-kilomesh refused the
+// credentials of a member's NodeInventory, and why.
+func credentialsRefused(r *fnv1.Resource) (string, bool) {
+	if r == nil {
+		return "", false
+	}
+	c, ok := condition(r.GetResource(), kubev1alpha1.TypeCredentialsAccepted)
+	if !ok || c.status != "False" {
+		return "", false
+	}
+	return c.message, true
 }
 
 // freeze keeps every composed resource exactly as observed: nothing is

@@ -45,7 +45,7 @@ spec:
   delivery: %s
   clusters:
   - name: cluster-a
-    providerConfigRef: {kind: ProviderConfig, name: cluster-a}
+    providerConfigRef: {kind: ClusterProviderConfig, name: cluster-a}
     podCIDRs: [10.1.0.0/16]
     wireguardCIDR: 10.201.0.0/16
     wireguardPort: 51820
@@ -107,7 +107,7 @@ func request(xr *structpb.Struct, observed map[string]*fnv1.Resource, required m
 
 // The member identities of cluster-a and cluster-b of the two-cluster mesh.
 var (
-	memberA = mesh.MemberID("network", meshv1alpha1.Cluster{Name: "cluster-a", ProviderConfigRef: meshv1alpha1.ProviderConfigReference{Kind: "ProviderConfig", Name: "cluster-a"}})
+	memberA = mesh.MemberID("network", meshv1alpha1.Cluster{Name: "cluster-a", ProviderConfigRef: meshv1alpha1.ProviderConfigReference{Kind: "ClusterProviderConfig", Name: "cluster-a"}})
 	memberB = mesh.MemberID("network", meshv1alpha1.Cluster{Name: "cluster-b", ProviderConfigRef: meshv1alpha1.ProviderConfigReference{Kind: "ClusterProviderConfig", Name: "cluster-b"}})
 )
 
@@ -160,7 +160,7 @@ metadata:
   labels: {kilomesh.io/member: MEMBER-A}
   annotations: {kilomesh.io/mesh-name: mesh}
 spec:
-  providerConfigRef: {kind: ProviderConfig, name: cluster-a}
+  providerConfigRef: {kind: ClusterProviderConfig, name: cluster-a}
   forProvider:
     ownedPeerLabels: {app.kubernetes.io/managed-by: kilomesh, kilomesh.io/mesh: mesh, kilomesh.io/mesh-namespace: network}
 `
@@ -332,7 +332,7 @@ status:
 						Resources: map[string]*fnv1.Resource{
 							"inventory-cluster-a":                            {Resource: fromYAML(t, strings.Replace(inventoryA, "MEMBER-A", memberA, 1)), Ready: fnv1.Ready_READY_TRUE},
 							"inventory-cluster-b":                            {Resource: fromYAML(t, strings.Replace(inventoryB, "MEMBER-B", memberB, 1)), Ready: fnv1.Ready_READY_TRUE},
-							"peer-cluster-a-mesh-cluster-b-node-b1-2709b7b3": {Resource: wantObject(t, peerOfB, "ProviderConfig", "cluster-a"), Ready: fnv1.Ready_READY_TRUE},
+							"peer-cluster-a-mesh-cluster-b-node-b1-2709b7b3": {Resource: wantObject(t, peerOfB, "ClusterProviderConfig", "cluster-a"), Ready: fnv1.Ready_READY_TRUE},
 							"peer-cluster-b-mesh-cluster-a-node-a1-713f87bb": {Resource: wantObject(t, peerOfA, "ClusterProviderConfig", "cluster-b"), Ready: fnv1.Ready_READY_FALSE},
 						},
 					},
@@ -359,7 +359,7 @@ status:
 						Resources: map[string]*fnv1.Resource{
 							"inventory-cluster-a": {Resource: fromYAML(t, strings.Replace(inventoryA, "MEMBER-A", memberA, 1)), Ready: fnv1.Ready_READY_TRUE},
 							"inventory-cluster-b": {Resource: fromYAML(t, strings.Replace(inventoryB, "MEMBER-B", memberB, 1)), Ready: fnv1.Ready_READY_TRUE},
-							"peerset-cluster-a":   {Resource: peerSet(t, peerOfB, "ProviderConfig", "cluster-a"), Ready: fnv1.Ready_READY_FALSE},
+							"peerset-cluster-a":   {Resource: peerSet(t, peerOfB, "ClusterProviderConfig", "cluster-a"), Ready: fnv1.Ready_READY_FALSE},
 							"peerset-cluster-b":   {Resource: peerSet(t, peerOfA, "ClusterProviderConfig", "cluster-b"), Ready: fnv1.Ready_READY_FALSE},
 						},
 					},
@@ -386,7 +386,7 @@ status:
 						Resources: map[string]*fnv1.Resource{
 							"inventory-cluster-a": {Resource: fromYAML(t, strings.Replace(inventoryA, "MEMBER-A", memberA, 1)), Ready: fnv1.Ready_READY_TRUE},
 							"inventory-cluster-b": {Resource: fromYAML(t, strings.Replace(inventoryB, "MEMBER-B", memberB, 1)), Ready: fnv1.Ready_READY_FALSE},
-							"peerset-cluster-a":   {Resource: peerSet(t, peerOfB, "ProviderConfig", "cluster-a"), Ready: fnv1.Ready_READY_FALSE},
+							"peerset-cluster-a":   {Resource: peerSet(t, peerOfB, "ClusterProviderConfig", "cluster-a"), Ready: fnv1.Ready_READY_FALSE},
 							"peerset-cluster-b":   {Resource: peerSet(t, peerOfA, "ClusterProviderConfig", "cluster-b"), Ready: fnv1.Ready_READY_FALSE},
 						},
 					},
@@ -442,14 +442,14 @@ spec: {forProvider: {manifest: {kind: Peer}}}
 			req: func(t *testing.T) *fnv1.RunFunctionRequest {
 				obs := observedTwo(t, "True")
 				delete(obs, "inventory-cluster-b")
-				obs["peer-cluster-a-mesh-cluster-b-node-b1-2709b7b3"] = &fnv1.Resource{Resource: wantObject(t, peerOfB, "ProviderConfig", "cluster-a")}
+				obs["peer-cluster-a-mesh-cluster-b-node-b1-2709b7b3"] = &fnv1.Resource{Resource: wantObject(t, peerOfB, "ClusterProviderConfig", "cluster-a")}
 				obs["peer-cluster-a-mesh-cluster-b-node-b1-2709b7b3"].Resource.GetFields()["metadata"].GetStructValue().Fields["name"] = structpb.NewStringValue("mesh-3f9a")
 				obs["peer-cluster-a-mesh-cluster-b-node-b1-2709b7b3"].Resource.Fields["status"] = structpb.NewStructValue(fromYAML(t, `{conditions: [{type: Ready, status: "True"}]}`))
 				return request(xr(t, "Objects", "10.2.0.0/16"), obs, noOtherMeshes)
 			},
 			want: func(t *testing.T) want {
 				// Crossplane keeps the observed name of a composed resource.
-				kept := wantObject(t, peerOfB, "ProviderConfig", "cluster-a")
+				kept := wantObject(t, peerOfB, "ClusterProviderConfig", "cluster-a")
 				return want{rsp: &fnv1.RunFunctionResponse{
 					Meta:         settleMeta(),
 					Requirements: requirements(),
@@ -471,7 +471,7 @@ spec: {forProvider: {manifest: {kind: Peer}}}
 			req: func(t *testing.T) *fnv1.RunFunctionRequest {
 				obs := observedTwo(t, "True")
 				delete(obs, "inventory-cluster-b")
-				obs["peerset-cluster-a"] = &fnv1.Resource{Resource: peerSet(t, peerOfB, "ProviderConfig", "cluster-a")}
+				obs["peerset-cluster-a"] = &fnv1.Resource{Resource: peerSet(t, peerOfB, "ClusterProviderConfig", "cluster-a")}
 				return request(xr(t, "PeerSet", "10.2.0.0/16"), obs, noOtherMeshes)
 			},
 			want: func(t *testing.T) want {
@@ -483,7 +483,7 @@ spec: {forProvider: {manifest: {kind: Peer}}}
 						Resources: map[string]*fnv1.Resource{
 							"inventory-cluster-a": {Resource: fromYAML(t, strings.Replace(inventoryA, "MEMBER-A", memberA, 1)), Ready: fnv1.Ready_READY_TRUE},
 							"inventory-cluster-b": {Resource: fromYAML(t, strings.Replace(inventoryB, "MEMBER-B", memberB, 1)), Ready: fnv1.Ready_READY_FALSE},
-							"peerset-cluster-a":   {Resource: peerSet(t, peerOfB, "ProviderConfig", "cluster-a"), Ready: fnv1.Ready_READY_FALSE},
+							"peerset-cluster-a":   {Resource: peerSet(t, peerOfB, "ClusterProviderConfig", "cluster-a"), Ready: fnv1.Ready_READY_FALSE},
 							"peerset-cluster-b":   {Resource: peerSet(t, peerOfA, "ClusterProviderConfig", "cluster-b"), Ready: fnv1.Ready_READY_FALSE},
 						},
 					},
@@ -521,7 +521,7 @@ status:
 						Resources: map[string]*fnv1.Resource{
 							"inventory-cluster-a": {Resource: fromYAML(t, strings.Replace(inventoryA, "MEMBER-A", memberA, 1)), Ready: fnv1.Ready_READY_TRUE},
 							"inventory-cluster-b": {Resource: fromYAML(t, strings.Replace(inventoryB, "MEMBER-B", memberB, 1)), Ready: fnv1.Ready_READY_FALSE},
-							"peerset-cluster-a":   {Resource: emptyPeerSet(t, "ProviderConfig", "cluster-a"), Ready: fnv1.Ready_READY_FALSE},
+							"peerset-cluster-a":   {Resource: emptyPeerSet(t, "ClusterProviderConfig", "cluster-a"), Ready: fnv1.Ready_READY_FALSE},
 							"peerset-cluster-b":   {Resource: peerSet(t, peerOfA, "ClusterProviderConfig", "cluster-b"), Ready: fnv1.Ready_READY_FALSE},
 						},
 					},
@@ -559,7 +559,7 @@ conditions:
 						Resources: map[string]*fnv1.Resource{
 							"inventory-cluster-a":                            {Resource: fromYAML(t, strings.Replace(inventoryA, "MEMBER-A", memberA, 1)), Ready: fnv1.Ready_READY_TRUE},
 							"inventory-cluster-b":                            {Resource: fromYAML(t, strings.Replace(inventoryB, "MEMBER-B", memberB, 1)), Ready: fnv1.Ready_READY_TRUE},
-							"peer-cluster-a-mesh-cluster-b-node-b1-2709b7b3": {Resource: wantObject(t, peerOfB, "ProviderConfig", "cluster-a"), Ready: fnv1.Ready_READY_FALSE},
+							"peer-cluster-a-mesh-cluster-b-node-b1-2709b7b3": {Resource: wantObject(t, peerOfB, "ClusterProviderConfig", "cluster-a"), Ready: fnv1.Ready_READY_FALSE},
 							"peer-cluster-b-mesh-cluster-a-node-a1-713f87bb": {Resource: wantObject(t, peerOfA, "ClusterProviderConfig", "cluster-b"), Ready: fnv1.Ready_READY_FALSE},
 						},
 					},
@@ -625,7 +625,7 @@ func largeMesh(tb testing.TB, delivery string, clusters, nodes int) *fnv1.RunFun
 	observed := map[string]*fnv1.Resource{}
 	for c := range clusters {
 		name := fmt.Sprintf("cluster-%02d", c)
-		fmt.Fprintf(&spec, "  - {name: %s, providerConfigRef: {name: %s}, podCIDRs: [10.%d.0.0/16], wireguardCIDR: 10.%d.0.0/16, serviceCIDR: 10.%d.0.0/16, nodeCIDRs: [172.%d.0.0/16]}\n",
+		fmt.Fprintf(&spec, "  - {name: %s, providerConfigRef: {kind: ClusterProviderConfig, name: %s}, podCIDRs: [10.%d.0.0/16], wireguardCIDR: 10.%d.0.0/16, serviceCIDR: 10.%d.0.0/16, nodeCIDRs: [172.%d.0.0/16]}\n",
 			name, name, c+1, 100+c, 200+c, 16+c)
 		var inv strings.Builder
 		fmt.Fprintf(&inv, "apiVersion: kube.kilomesh.io/v1alpha1\nkind: NodeInventory\nmetadata: {name: %s}\nstatus:\n  conditions: [{type: Ready, status: \"True\"}, {type: Synced, status: \"True\"}]\n  atProvider:\n    observedAt: \"2026-11-22T01:00:00Z\"\n    nodes:\n", name)

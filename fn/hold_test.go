@@ -81,7 +81,7 @@ spec:
 			observed: func(t *testing.T) map[string]*fnv1.Resource {
 				o := observedTwo(t, "True")
 				o["inventory-cluster-b"] = unreported(t)
-				o["peerset-cluster-a"] = &fnv1.Resource{Resource: emptyPeerSet(t, "ProviderConfig", "cluster-a")}
+				o["peerset-cluster-a"] = &fnv1.Resource{Resource: emptyPeerSet(t, "ClusterProviderConfig", "cluster-a")}
 				return o
 			},
 			want: []string{"inventory-cluster-a", "inventory-cluster-b", "peerset-cluster-a", "peerset-cluster-b"},

@@ -92,6 +92,15 @@ func (c *cluster) cidrIndex() *prefixIndex {
 	return c.idx
 }
 
+// KindClusterProviderConfig is provider-kubernetes' cluster-scoped config,
+// an administrator's object.
+const KindClusterProviderConfig = "ClusterProviderConfig"
+
+// errObjectsNamespaced is why delivery: Objects takes ClusterProviderConfigs
+// only.
+const errObjectsNamespaced = "delivery: Objects hands each member's config to provider-kubernetes, which does not check what a namespaced ProviderConfig may make it do " +
+	"(use its own identity, read a token file, run a plugin): name a ClusterProviderConfig, an administrator's object, or use delivery: PeerSet"
+
 // An InvalidSpecError says which fields of a ClusterMesh spec are malformed.
 // It is a user error: the mesh is frozen until it is fixed.
 type InvalidSpecError struct {
@@ -149,6 +158,9 @@ func validateSpec(spec *meshv1alpha1.ClusterMeshSpec) ([]*cluster, family, field
 		errs = append(errs, cerrs...)
 		if seen[c.spec.Name] {
 			errs = append(errs, field.Duplicate(cp.Index(i).Child("name"), c.spec.Name))
+		}
+		if spec.Delivery == meshv1alpha1.DeliveryObjects && c.spec.ProviderConfigRef.Kind != KindClusterProviderConfig {
+			errs = append(errs, field.Invalid(cp.Index(i).Child("providerConfigRef", "kind"), kindOrDefault(c.spec.ProviderConfigRef.Kind), errObjectsNamespaced))
 		}
 		seen[c.spec.Name] = true
 		out = append(out, c)

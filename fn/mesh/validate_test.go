@@ -52,6 +52,19 @@ func TestSpecValidation(t *testing.T) {
 			reason: "A mesh of two well-formed clusters is valid.",
 			spec:   meshv1alpha1.ClusterMeshSpec{Clusters: []meshv1alpha1.Cluster{clusterA(), clusterB()}},
 		},
+		"ObjectsWithNamespacedConfig": {
+			reason: "delivery: Objects would hand a tenant's namespaced ProviderConfig to provider-kubernetes, which does not check it: refused, naming each such member.",
+			spec: meshv1alpha1.ClusterMeshSpec{Delivery: meshv1alpha1.DeliveryObjects, Clusters: []meshv1alpha1.Cluster{
+				clusterA(withConfig("ClusterProviderConfig", "a")), clusterB(), clusterC(),
+			}},
+			want: []fieldError{invalid("spec.clusters[1].providerConfigRef.kind"), invalid("spec.clusters[2].providerConfigRef.kind")},
+		},
+		"ObjectsWithClusterConfigs": {
+			reason: "delivery: Objects with every member reached through a ClusterProviderConfig, an administrator's object, is valid.",
+			spec: meshv1alpha1.ClusterMeshSpec{Delivery: meshv1alpha1.DeliveryObjects, Clusters: []meshv1alpha1.Cluster{
+				clusterA(withConfig("ClusterProviderConfig", "a")), clusterB(withConfig("ClusterProviderConfig", "b")),
+			}},
+		},
 		"ValidWithEverything": {
 			reason: "Every optional field set to a valid value is valid.",
 			spec: meshv1alpha1.ClusterMeshSpec{

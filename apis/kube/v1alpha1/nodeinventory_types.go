@@ -6,6 +6,19 @@ import (
 	xpv1 "github.com/crossplane/crossplane/apis/v2/core/v2"
 )
 
+// The condition a NodeInventory sets on whether provider-kilomesh accepts
+// the credentials of its cluster: False (reason CredentialsRefused) when its
+// config names what provider-kilomesh refuses to use (the provider's own
+// identity from a namespaced ProviderConfig, a token file, an exec plugin,
+// an insecure or proxied transport...), True once it accepted them. The
+// owner of the inventory hands nothing to any provider for that cluster
+// while it is False: the same credentials would deliver its Peers.
+const (
+	TypeCredentialsAccepted   = "CredentialsAccepted"
+	ReasonCredentialsRefused  = "CredentialsRefused"
+	ReasonCredentialsAccepted = "CredentialsAccepted"
+)
+
 // NodeInventoryParameters select what a NodeInventory observes.
 type NodeInventoryParameters struct {
 	// NodeSelector limits the observed nodes. Empty selects every node.

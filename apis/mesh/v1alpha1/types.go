@@ -147,6 +147,7 @@ type Cluster struct {
 }
 
 // A ClusterMeshSpec declares the member clusters of a mesh.
+// +kubebuilder:validation:XValidation:rule="!has(self.delivery) || self.delivery != 'Objects' || self.clusters.all(c, has(c.providerConfigRef.kind) && c.providerConfigRef.kind == 'ClusterProviderConfig')",message="delivery: Objects hands each member's config to provider-kubernetes, which does not check what a namespaced ProviderConfig may make it do: name ClusterProviderConfigs, or use delivery: PeerSet"
 type ClusterMeshSpec struct {
 	// Clusters are the members of the mesh. Every member receives a Peer for
 	// every segment of every other member.
@@ -166,7 +167,9 @@ type ClusterMeshSpec struct {
 
 	// Delivery says how Peers reach member clusters: PeerSet (one
 	// provider-kilomesh PeerSet per member, the default) or Objects (one
-	// provider-kubernetes Object per Peer, for small meshes). It can be
+	// provider-kubernetes Object per Peer, for small meshes, with every
+	// member reached through a ClusterProviderConfig: provider-kubernetes
+	// does not check what a tenant's ProviderConfig asks of it). It can be
 	// changed on a live mesh: the new delivery takes the Peers over and none
 	// is deleted on the way.
 	// +kubebuilder:default=PeerSet

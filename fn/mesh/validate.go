@@ -94,7 +94,7 @@ func (c *cluster) cidrIndex() *prefixIndex {
 
 // KindClusterProviderConfig is provider-kubernetes' cluster-scoped config,
 // an administrator's object.
-const KindClusterProviderConfig = "ClusterProviderConfig"
+const KindClusterProviderConfig = meshv1alpha1.KindClusterProviderConfig
 
 // errObjectsNamespaced is why delivery: Objects takes ClusterProviderConfigs
 // only.

@@ -136,6 +136,14 @@ current-context: norbac
 	if err := mgmt.Create(ctx, pc); err != nil && !kerrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
+	// Its ClusterProviderConfig, for delivery: Objects (clusterConfigs).
+	cpc := pc.DeepCopy()
+	cpc.SetKind(meshv1alpha1.KindClusterProviderConfig)
+	cpc.SetNamespace("")
+	cpc.SetName(ns + "-" + name)
+	if err := mgmt.Create(ctx, cpc); err != nil && !kerrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
 	return name
 }
 
@@ -172,7 +180,7 @@ func problem(ctx context.Context, ref meshRef, cluster string, timeout time.Dura
 // member, and the live mesh's Peers must not move.
 func testBadInput(ctx context.Context, t *testing.T, mode string, good meshRef) {
 	ns := "bad-" + strings.ToLower(mode)
-	if err := script(ctx, "providerconfigs.sh", ns, "cluster-c", noPeerCRD); err != nil {
+	if err := providerConfigs(ctx, mode, ns, "cluster-c", noPeerCRD); err != nil {
 		t.Fatal(err)
 	}
 	norbac := noRBACProviderConfig(ctx, t, ns, "cluster-b")
@@ -253,7 +261,7 @@ func testBadInput(ctx context.Context, t *testing.T, mode string, good meshRef) 
 // members must be observed and the hub must deliver cluster-d's Peer into
 // the shared member, without moving a Peer of the live mesh.
 func testHub(ctx context.Context, t *testing.T, mode string, good meshRef) {
-	if err := script(ctx, "providerconfigs.sh", good.ns, noPeerCRD); err != nil {
+	if err := providerConfigs(ctx, mode, good.ns, noPeerCRD); err != nil {
 		t.Fatal(err)
 	}
 	_, spec, err := stack.GetMesh(ctx, mgmt, good.ns, good.name)

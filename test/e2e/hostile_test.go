@@ -25,7 +25,9 @@ import (
 //   - a PeerSet by hand whose selector claims every kilomesh Peer, and one
 //     that names the victim's namespace and mesh, to delete them;
 //   - a namespaced ProviderConfig with InjectedIdentity, to act as the
-//     provider itself.
+//     provider itself, named by a mesh (provider-kilomesh refuses it) and by
+//     a mesh with delivery: Objects (to hand it to provider-kubernetes,
+//     which would not refuse it: the API refuses the mesh).
 //
 // None of the victim's Peers may change, and every attempt must be reported
 // where the tenant looks: its mesh's status, its PeerSets' and inventories'
@@ -61,7 +63,9 @@ func testHostileTenant(ctx context.Context, t *testing.T, mode string, victim me
 	d.AdditionalCIDRs = []meshv1alpha1.CIDR{"10.1.0.0/16"}
 	b := member(shared, shared)
 	b.PodCIDRs = []meshv1alpha1.CIDR{"10.2.0.0/16"}
-	create(newMesh(attacker, mode, b, d))
+	// A tenant has no ClusterProviderConfig of its own: its meshes deliver
+	// through PeerSets, whatever the victim's delivery.
+	create(newMesh(attacker, "PeerSet", b, d))
 
 	// The PeerSets: one claiming every kilomesh Peer of cluster-b, one
 	// naming the victim's namespace and mesh.
@@ -92,7 +96,24 @@ func testHostileTenant(ctx context.Context, t *testing.T, mode string, victim me
 	// overlap in a shared member, the younger freezes.
 	a := member("cluster-a", "injected")
 	a.PodCIDRs = []meshv1alpha1.CIDR{"10.91.0.0/16"}
-	create(newMesh(borrower, mode, a, member(noPeerCRD, noPeerCRD)))
+	create(newMesh(borrower, "PeerSet", a, member(noPeerCRD, noPeerCRD)))
+
+	// The identity again, through provider-kubernetes: a mesh with
+	// delivery: Objects would hand the namespaced ProviderConfig to
+	// provider-kubernetes, which honours InjectedIdentity. The API refuses
+	// the mesh.
+	handover := newMesh(meshRef{ns: ns, name: "handover"}, "PeerSet", a, member(noPeerCRD, noPeerCRD))
+	_ = unstructured.SetNestedField(handover.Object, string(meshv1alpha1.DeliveryObjects), "spec", "delivery")
+	objectsRefused := fmt.Errorf("a mesh with delivery: Objects naming namespaced ProviderConfigs was admitted")
+	if err := mgmt.Create(ctx, handover); err != nil {
+		if strings.Contains(err.Error(), "ClusterProviderConfig") {
+			objectsRefused = nil
+		} else {
+			objectsRefused = fmt.Errorf("refused for another reason: %w", err)
+		}
+	} else {
+		cleanup = append(cleanup, handover)
+	}
 
 	// Every attempt is reported.
 	reported := map[string]error{
@@ -117,6 +138,7 @@ func testHostileTenant(ctx context.Context, t *testing.T, mode string, victim me
 		"the PeerSet claiming every kilomesh Peer is refused":          refusedSet(ctx, ns, "wipe-0"),
 		"the PeerSet naming the victim is refused":                     refusedSet(ctx, ns, "wipe-1"),
 		"InjectedIdentity from a namespaced ProviderConfig is refused": problem(ctx, borrower, "cluster-a", 90*time.Second, "InjectedIdentity"),
+		"delivery: Objects with a namespaced ProviderConfig is refused": objectsRefused,
 	}
 	for what, err := range reported {
 		if err != nil {

@@ -53,7 +53,39 @@ func exampleMesh(t *testing.T, ns, mode string) *unstructured.Unstructured {
 	if err := unstructured.SetNestedField(u.Object, mode, "spec", "delivery"); err != nil {
 		t.Fatal(err)
 	}
+	clusterConfigs(u, mode)
 	return u
+}
+
+// clusterConfigs names, in a mesh with delivery: Objects, the
+// ClusterProviderConfig that providerConfigs makes for each member in place
+// of its namespaced ProviderConfig (<namespace>-<name>): Objects delivery
+// takes no other, since provider-kubernetes does not check what a tenant's
+// ProviderConfig asks of it.
+func clusterConfigs(u *unstructured.Unstructured, mode string) {
+	if mode != string(meshv1alpha1.DeliveryObjects) {
+		return
+	}
+	clusters, _, _ := unstructured.NestedSlice(u.Object, "spec", "clusters")
+	for _, c := range clusters {
+		ref, _ := c.(map[string]any)["providerConfigRef"].(map[string]any)
+		if kind, _ := ref["kind"].(string); ref != nil && (kind == "" || kind == "ProviderConfig") {
+			ref["kind"] = meshv1alpha1.KindClusterProviderConfig
+			ref["name"] = u.GetNamespace() + "-" + fmt.Sprint(ref["name"])
+		}
+	}
+	_ = unstructured.SetNestedSlice(u.Object, clusters, "spec", "clusters")
+}
+
+// providerConfigs gives namespace ns a ProviderConfig per member, and for
+// delivery: Objects a ClusterProviderConfig per member too, as
+// docs/install.md shows.
+func providerConfigs(ctx context.Context, mode, ns string, members ...string) error {
+	var extra []string
+	if mode == string(meshv1alpha1.DeliveryObjects) {
+		extra = []string{"STACK_CLUSTER_CONFIGS=1"}
+	}
+	return scriptEnv(ctx, extra, "providerconfigs.sh", append([]string{ns}, members...)...)
 }
 
 // newMesh builds a ClusterMesh of the given members.
@@ -66,6 +98,7 @@ func newMesh(ref meshRef, mode string, members ...meshv1alpha1.Cluster) *unstruc
 	u.SetGroupVersionKind(stack.MeshGVK)
 	u.SetNamespace(ref.ns)
 	u.SetName(ref.name)
+	clusterConfigs(u, mode)
 	return u
 }
 

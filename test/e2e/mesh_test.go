@@ -125,7 +125,7 @@ func snapshotStatus(ctx context.Context, t *testing.T) {
 func testMode(ctx context.Context, t *testing.T, mode string, vpn *kilov1alpha1.Peer) {
 	ref := meshRefOf(mode)
 	resetNodes(ctx, t)
-	if err := script(ctx, "providerconfigs.sh", append([]string{ref.ns}, meshMembers...)...); err != nil {
+	if err := providerConfigs(ctx, mode, ref.ns, meshMembers...); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { snapshotStatus(ctx, t) })

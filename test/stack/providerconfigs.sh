@@ -8,6 +8,10 @@
 #
 #   test/stack/providerconfigs.sh NAMESPACE [CLUSTER...]   (default: every cluster)
 #
+# With STACK_CLUSTER_CONFIGS=1 it also makes, as docs/install.md shows for
+# delivery: Objects, a ClusterProviderConfig <NAMESPACE>-<cluster> per member
+# for the same Secret.
+#
 # A copy of each member's kubeconfig is kept in
 # $STACK_DIR/members/<cluster>.kubeconfig (the tests look for its token).
 set -euo pipefail
@@ -25,6 +29,10 @@ mgmt=$STACK_MANAGEMENT
 mkdir -p "$STACK_DIR/members"
 for c in "${clusters[@]}"; do
   stack_doc_run docs/install.md member member="$c" ctx="$c" ns="$ns" >/dev/null
+  if [ "${STACK_CLUSTER_CONFIGS:-}" = 1 ]; then
+    # delivery: Objects names ClusterProviderConfigs only: <ns>-<cluster>.
+    stack_doc_run docs/install.md member-cluster-config member="$c" ns="$ns" >/dev/null
+  fi
   kcfg=$STACK_DIR/members/$c.kubeconfig
   if [ ! -s "$kcfg" ]; then
     (umask 077; stack_kubectl "$mgmt" -n "$ns" get secret "$c-kubeconfig" -o 'go-template={{index .data "kubeconfig" | base64decode}}' >"$kcfg")

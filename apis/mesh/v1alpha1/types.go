@@ -61,6 +61,15 @@ const (
 // +kubebuilder:validation:XValidation:rule="isCIDR(self) && cidr(self) == cidr(self).masked()",message="must be a network in CIDR form with no host bits set, e.g. 10.1.0.0/16"
 type CIDR string
 
+// The kinds of provider-kubernetes config a member may be reached through.
+const (
+	// KindProviderConfig lives in the mesh's own namespace.
+	KindProviderConfig = "ProviderConfig"
+	// KindClusterProviderConfig is cluster-scoped, an administrator's
+	// object; delivery: Objects takes no other.
+	KindClusterProviderConfig = "ClusterProviderConfig"
+)
+
 // A ProviderConfigReference names the provider-kubernetes ProviderConfig
 // (in the mesh's namespace) or ClusterProviderConfig that holds the
 // credentials of a member cluster. provider-kubernetes uses it to write

@@ -135,9 +135,9 @@ func testHostileTenant(ctx context.Context, t *testing.T, mode string, victim me
 			}
 			return fmt.Errorf("no PeerRouteConflict for 10.1.0.0/16 in the status of %s: %v", attacker, clusters)
 		}),
-		"the PeerSet claiming every kilomesh Peer is refused":          refusedSet(ctx, ns, "wipe-0"),
-		"the PeerSet naming the victim is refused":                     refusedSet(ctx, ns, "wipe-1"),
-		"InjectedIdentity from a namespaced ProviderConfig is refused": problem(ctx, borrower, "cluster-a", 90*time.Second, "InjectedIdentity"),
+		"the PeerSet claiming every kilomesh Peer is refused":           refusedSet(ctx, ns, "wipe-0"),
+		"the PeerSet naming the victim is refused":                      refusedSet(ctx, ns, "wipe-1"),
+		"InjectedIdentity from a namespaced ProviderConfig is refused":  problem(ctx, borrower, "cluster-a", 90*time.Second, "InjectedIdentity"),
 		"delivery: Objects with a namespaced ProviderConfig is refused": objectsRefused,
 	}
 	for what, err := range reported {

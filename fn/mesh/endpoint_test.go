@@ -194,8 +194,9 @@ func TestDiscoveredEndpoints(t *testing.T) {
 			a1:     nodeA1(),
 			b1:     nodeB1(discovered(discoveredJSON(testKey(1), "192.0.2.7", 40000))),
 			want: want{
-				inB: wantPeer("a", "a1", 1, ipEndpoint("192.0.2.7", 40000), "10.1.1.0/24", "10.41.0.1/32"),
-				inC: wantPeer("a", "a1", 1, own, "10.1.1.0/24", "10.41.0.1/32"),
+				inB:      wantPeer("a", "a1", 1, ipEndpoint("192.0.2.7", 40000), "10.1.1.0/24", "10.41.0.1/32"),
+				inC:      wantPeer("a", "a1", 1, own, "10.1.1.0/24", "10.41.0.1/32"),
+				warnings: []warning{{"a", ReasonNATWithoutKeepalive}},
 			},
 		},
 		"IPv6": {
@@ -203,8 +204,9 @@ func TestDiscoveredEndpoints(t *testing.T) {
 			a1:     nodeA1(),
 			b1:     nodeB1(discovered(discoveredJSON(testKey(1), "2001:db8::77", 40000))),
 			want: want{
-				inB: wantPeer("a", "a1", 1, ipEndpoint("2001:db8::77", 40000), "10.1.1.0/24", "10.41.0.1/32"),
-				inC: wantPeer("a", "a1", 1, own, "10.1.1.0/24", "10.41.0.1/32"),
+				inB:      wantPeer("a", "a1", 1, ipEndpoint("2001:db8::77", 40000), "10.1.1.0/24", "10.41.0.1/32"),
+				inC:      wantPeer("a", "a1", 1, own, "10.1.1.0/24", "10.41.0.1/32"),
+				warnings: []warning{{"a", ReasonNATWithoutKeepalive}},
 			},
 		},
 		"OtherSpellingOfKey": {
@@ -212,8 +214,9 @@ func TestDiscoveredEndpoints(t *testing.T) {
 			a1:     nodeA1(),
 			b1:     nodeB1(discovered(discoveredJSON(otherSpelling(testKey(1)), "192.0.2.7", 40000))),
 			want: want{
-				inB: wantPeer("a", "a1", 1, ipEndpoint("192.0.2.7", 40000), "10.1.1.0/24", "10.41.0.1/32"),
-				inC: wantPeer("a", "a1", 1, own, "10.1.1.0/24", "10.41.0.1/32"),
+				inB:      wantPeer("a", "a1", 1, ipEndpoint("192.0.2.7", 40000), "10.1.1.0/24", "10.41.0.1/32"),
+				inC:      wantPeer("a", "a1", 1, own, "10.1.1.0/24", "10.41.0.1/32"),
+				warnings: []warning{{"a", ReasonNATWithoutKeepalive}},
 			},
 		},
 		"Loopback": {
@@ -275,8 +278,9 @@ func TestDiscoveredEndpoints(t *testing.T) {
 			a1:     nodeA1(internalIP("192.168.1.7/24")),
 			b1:     nodeB1(discovered(discoveredJSON(testKey(1), "192.168.1.7", 40000))),
 			want: want{
-				inB: wantPeer("a", "a1", 1, ipEndpoint("192.168.1.7", 40000), "10.1.1.0/24", "10.41.0.1/32"),
-				inC: wantPeer("a", "a1", 1, own, "10.1.1.0/24", "192.168.1.7/32", "10.41.0.1/32"),
+				inB:      wantPeer("a", "a1", 1, ipEndpoint("192.168.1.7", 40000), "10.1.1.0/24", "10.41.0.1/32"),
+				inC:      wantPeer("a", "a1", 1, own, "10.1.1.0/24", "192.168.1.7/32", "10.41.0.1/32"),
+				warnings: []warning{{"a", ReasonNATWithoutKeepalive}},
 			},
 		},
 		"OwnEndpointNotRoutedWhereDiscovered": {
@@ -284,8 +288,9 @@ func TestDiscoveredEndpoints(t *testing.T) {
 			a1:     nodeA1(internalIP("192.168.1.1/24"), forceEndpoint("192.168.1.1:51820")),
 			b1:     nodeB1(discovered(discoveredJSON(testKey(1), "192.0.2.7", 40000))),
 			want: want{
-				inB: wantPeer("a", "a1", 1, ipEndpoint("192.0.2.7", 40000), "10.1.1.0/24", "10.41.0.1/32"),
-				inC: wantPeer("a", "a1", 1, ipEndpoint("192.168.1.1", 51820), "10.1.1.0/24", "10.41.0.1/32"),
+				inB:      wantPeer("a", "a1", 1, ipEndpoint("192.0.2.7", 40000), "10.1.1.0/24", "10.41.0.1/32"),
+				inC:      wantPeer("a", "a1", 1, ipEndpoint("192.168.1.1", 51820), "10.1.1.0/24", "10.41.0.1/32"),
+				warnings: []warning{{"a", ReasonNATWithoutKeepalive}},
 			},
 		},
 		"NoKeepaliveNoRoaming": {
@@ -294,8 +299,9 @@ func TestDiscoveredEndpoints(t *testing.T) {
 			b1:          nodeB1(discovered(discoveredJSON(testKey(1), "192.0.2.7", 40000))),
 			noKeepalive: true,
 			want: want{
-				inB: wantPeer("a", "a1", 1, own, "10.1.1.0/24", "10.41.0.1/32"),
-				inC: wantPeer("a", "a1", 1, own, "10.1.1.0/24", "10.41.0.1/32"),
+				inB:      wantPeer("a", "a1", 1, own, "10.1.1.0/24", "10.41.0.1/32"),
+				inC:      wantPeer("a", "a1", 1, own, "10.1.1.0/24", "10.41.0.1/32"),
+				warnings: []warning{{"a", ReasonNATWithoutKeepalive}},
 			},
 		},
 		"NonLeaderOfTargetNotBelieved": {
@@ -318,7 +324,26 @@ func TestDiscoveredEndpoints(t *testing.T) {
 				memberNode("b0", "10.2.0.0/24", 100, "192.168.16.10/24", location("eu"), discovered(discoveredJSON(testKey(1), "192.0.2.66", 9))),
 			},
 			want: want{
+				inB:      wantPeer("a", "a1", 1, ipEndpoint("192.0.2.7", 40000), "10.1.1.0/24", "10.41.0.1/32"),
+				inC:      wantPeer("a", "a1", 1, own, "10.1.1.0/24", "10.41.0.1/32"),
+				warnings: []warning{{"a", ReasonNATWithoutKeepalive}},
+			},
+		},
+		"NATWithKeepalive": {
+			reason: "A leader reached through NAT that sends keepalives (its own kilo.squat.ai/persistent-keepalive) is not reported.",
+			a1:     nodeA1(nodeKeepalive("25")),
+			b1:     nodeB1(discovered(discoveredJSON(testKey(1), "192.0.2.7", 40000))),
+			want: want{
 				inB: wantPeer("a", "a1", 1, ipEndpoint("192.0.2.7", 40000), "10.1.1.0/24", "10.41.0.1/32"),
+				inC: wantPeer("a", "a1", 1, own, "10.1.1.0/24", "10.41.0.1/32"),
+			},
+		},
+		"LearnedItsOwnEndpoint": {
+			reason: "A target that learned the segment's own endpoint does not say it is behind NAT.",
+			a1:     nodeA1(),
+			b1:     nodeB1(discovered(discoveredJSON(testKey(1), "203.0.113.1", 51820))),
+			want: want{
+				inB: wantPeer("a", "a1", 1, own, "10.1.1.0/24", "10.41.0.1/32"),
 				inC: wantPeer("a", "a1", 1, own, "10.1.1.0/24", "10.41.0.1/32"),
 			},
 		},

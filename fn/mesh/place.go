@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -160,6 +161,9 @@ func (p *planner) placeSource(peers []kilov1alpha1.Peer, t *target, sc *sourceCl
 		}
 
 		endpoint := s.leader.endpoint
+		if d, ok := t.discovered[s.leader.key]; ok {
+			p.checkNATKeepalive(s, tname, d)
+		}
 		if d, ok := t.discovered[s.leader.key]; ok && b.keepalive > 0 {
 			// Kilo keeps an endpoint learned from a handshake only for a
 			// Peer with a keepalive (updateEndpoint in its pkg/mesh), and
@@ -189,6 +193,24 @@ func (p *planner) placeSource(peers []kilov1alpha1.Peer, t *target, sc *sourceCl
 		p.placed[sc.spec.Name]++
 	}
 	return peers
+}
+
+// checkNATKeepalive reports a segment that a target reaches at an address
+// learned from a handshake, other than the segment's own endpoint: the
+// segment is behind NAT, and the mapping stays open only while its leader
+// sends keepalives, which Kilo does from the leader's own
+// kilo.squat.ai/persistent-keepalive (Topology.Conf in Kilo's pkg/mesh), not
+// from any Peer.
+func (p *planner) checkNATKeepalive(s *segment, target string, learned Endpoint) {
+	own := s.leader.endpoint
+	if own == nil || own.DNS != "" || *own == learned {
+		return // reached at its own address, or one no address compares with
+	}
+	if v, err := ParseKeepalive(s.leader.kilo.PersistentKeepalive); err == nil && v > 0 {
+		return
+	}
+	p.problem(s.cluster.spec.Name, ReasonNATWithoutKeepalive, fmt.Sprintf("%s (cluster %s reaches it at %s, learned from a handshake, not at %s)",
+		s.leader.obs.Name, target, learned.Host()+":"+strconv.Itoa(int(learned.Port)), own.Host()+":"+strconv.Itoa(int(own.Port))))
 }
 
 // allowedFor is a segment's allowedIPs in one target, with the anchor CIDRs

@@ -49,6 +49,11 @@ const (
 	// does not own are not known whole (a bound of the provider or of the
 	// planner was reached), so no new route is written into it.
 	ReasonForeignPeersIncomplete = "ForeignPeersIncomplete"
+	// ReasonNATWithoutKeepalive: another member reaches a segment at an
+	// address learned from a handshake (it is behind NAT), but its leader
+	// sends no keepalives: the NAT mapping closes whenever the tunnel is
+	// idle.
+	ReasonNATWithoutKeepalive = "NATWithoutKeepalive"
 	// ReasonMoreWarnings sums up the warnings of a plan past maxWarnings.
 	ReasonMoreWarnings = "MoreWarnings"
 )
@@ -213,6 +218,7 @@ var problemHeadlines = map[string]string{
 	ReasonAllowedLocationIPConflict:   "allowed-location-ips of two segments overlap, routed by neither",
 	ReasonNodeNotLeader:               "nodes that carry kilo.squat.ai/wireguard-ip but do not lead, routed as members",
 	ReasonAnnotationInvalid:           "annotations that do not parse, ignored",
+	ReasonNATWithoutKeepalive:         "leaders reached through NAT that send no keepalives: set kilo.squat.ai/persistent-keepalive on them",
 }
 
 // conflictWarnings warns once per kind of conflict with foreign Peers in a

@@ -141,9 +141,15 @@ type Cluster struct {
 	// +optional
 	NodeCIDRs []CIDR `json:"nodeCIDRs,omitempty"`
 
-	// PersistentKeepalive in seconds. Set it on a cluster behind NAT: the
-	// largest value of any member applies to every Peer of the mesh, in both
-	// directions.
+	// PersistentKeepalive, in seconds, is written into the
+	// persistentKeepalive of every Peer of the mesh (the largest value of
+	// any member applies). With Kilo, a Peer's keepalive sends no packet: it
+	// lets the receiving nodes keep the address they learned from the
+	// Peer's handshakes (roaming) instead of going back to the Peer's
+	// endpoint at every resync, which a member behind NAT needs. What keeps
+	// a NAT mapping open is the kilo.squat.ai/persistent-keepalive
+	// annotation on that member's own leaders: Kilo sends keepalives from a
+	// node at the interval its own annotation says.
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=65535
 	// +optional

@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -104,7 +105,7 @@ func testHostileTenant(ctx context.Context, t *testing.T, mode string, victim me
 	// the mesh.
 	handover := newMesh(meshRef{ns: ns, name: "handover"}, "PeerSet", a, member(noPeerCRD, noPeerCRD))
 	_ = unstructured.SetNestedField(handover.Object, string(meshv1alpha1.DeliveryObjects), "spec", "delivery")
-	objectsRefused := fmt.Errorf("a mesh with delivery: Objects naming namespaced ProviderConfigs was admitted")
+	objectsRefused := errors.New("a mesh with delivery: Objects naming namespaced ProviderConfigs was admitted")
 	if err := mgmt.Create(ctx, handover); err != nil {
 		if strings.Contains(err.Error(), "ClusterProviderConfig") {
 			objectsRefused = nil

@@ -1,8 +1,9 @@
 # Runtime images of function-kilomesh and provider-kilomesh, for building with
 # Docker. Each is one static binary on an empty base, run as the non-root
 # user 65532 and labelled with its version, like the images the Docker-free
-# build assembles (see docs/development.md). The binaries carry Go's fallback
-# CA roots: the images need no CA bundle.
+# build assembles (see docs/development.md). Root owns every file and alone
+# may write it, so the process cannot rewrite its own binary. The binaries
+# carry Go's fallback CA roots: the images need no CA bundle.
 #
 #   docker build --target function -t function-kilomesh .
 #   docker build --target provider -t provider-kilomesh .
@@ -26,20 +27,22 @@ ENV CGO_ENABLED=0
 FROM source AS build-function
 ARG TARGETOS
 ARG TARGETARCH
-RUN GOOS=$TARGETOS GOARCH=$TARGETARCH go build -trimpath -ldflags="-s -w" -o /out/function-kilomesh ./fn && mkdir -m 1777 /out/tmp
+RUN GOOS=$TARGETOS GOARCH=$TARGETARCH go build -trimpath -ldflags="-s -w" -o /out/function-kilomesh ./fn && \
+  chmod 0755 /out/function-kilomesh && mkdir -m 1777 /out/tmp
 
 FROM source AS build-provider
 ARG TARGETOS
 ARG TARGETARCH
-RUN GOOS=$TARGETOS GOARCH=$TARGETARCH go build -trimpath -ldflags="-s -w" -o /out/provider-kilomesh ./provider/cmd/provider && mkdir -m 1777 /out/tmp
+RUN GOOS=$TARGETOS GOARCH=$TARGETARCH go build -trimpath -ldflags="-s -w" -o /out/provider-kilomesh ./provider/cmd/provider && \
+  chmod 0755 /out/provider-kilomesh && mkdir -m 1777 /out/tmp
 
 # function-kilomesh serves gRPC on :9443; Crossplane passes its TLS
 # certificates in TLS_SERVER_CERTS_DIR.
 FROM scratch AS function
 ARG VERSION
 LABEL org.opencontainers.image.version=$VERSION org.opencontainers.image.title=function-kilomesh
-COPY --from=build-function --chown=65532:65532 /out/function-kilomesh /usr/local/bin/function-kilomesh
-COPY --from=build-function /out/tmp /tmp
+COPY --from=build-function --chown=0:0 /out/function-kilomesh /usr/local/bin/function-kilomesh
+COPY --from=build-function --chown=0:0 /out/tmp /tmp
 ENV PATH=/usr/local/bin:/usr/bin:/bin
 USER 65532:65532
 EXPOSE 9443
@@ -49,8 +52,8 @@ ENTRYPOINT ["/usr/local/bin/function-kilomesh"]
 FROM scratch AS provider
 ARG VERSION
 LABEL org.opencontainers.image.version=$VERSION org.opencontainers.image.title=provider-kilomesh
-COPY --from=build-provider --chown=65532:65532 /out/provider-kilomesh /usr/local/bin/provider-kilomesh
-COPY --from=build-provider /out/tmp /tmp
+COPY --from=build-provider --chown=0:0 /out/provider-kilomesh /usr/local/bin/provider-kilomesh
+COPY --from=build-provider --chown=0:0 /out/tmp /tmp
 ENV PATH=/usr/local/bin:/usr/bin:/bin
 USER 65532:65532
 EXPOSE 8080 8081

@@ -15,7 +15,8 @@
 // Per member cluster with a data plane, every Node gets a network
 // namespace (a "machine"): its internal IP on the cluster's network (a
 // bridge), its public addresses (ExternalIPs and endpoint hosts) on a
-// network shared by every cluster, its pod address (the first address of
+// network shared by every cluster (or behind a NAT router of its own, when
+// Config.NAT says so), its pod address (the first address of
 // its pod CIDR) on lo with a UDP echo service. Every node's agent computes
 // Kilo's topology from that node's point of view; a segment leader runs
 // wireguard-go with the configuration Kilo writes, and every node gets the

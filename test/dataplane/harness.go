@@ -47,6 +47,10 @@ type Config struct {
 	// Nodes that stand for a control-plane test only (hundreds of them,
 	// where a namespace each would cost more than the test measures).
 	HeartbeatOnly func(*corev1.Node) bool
+	// NAT, when set, puts the machine of a Node for which it returns a NAT
+	// behind a router of its own (see NAT), from the moment the machine is
+	// made; nil leaves it on the network between clusters.
+	NAT func(*corev1.Node) *NAT
 }
 
 // dataPlane tells whether a member has a data plane; without one the
@@ -529,6 +533,19 @@ func differs(c Conf, d *Device) string {
 		}
 	}
 	return ""
+}
+
+// resync runs the agents of a member once, as Kilo's resync does, for a
+// test that needs to know one ran after something happened.
+func (h *Harness) resync(ctx context.Context, cluster string) error {
+	h.machines.Lock()
+	defer h.machines.Unlock()
+	for _, mb := range h.members {
+		if mb.Name == cluster && mb.cache != nil {
+			return mb.reconcile(ctx)
+		}
+	}
+	return fmt.Errorf("no member %s with a data plane", cluster)
 }
 
 // Pause stops the agent of a node, as if Kilo died on it: no heartbeat, no

@@ -50,6 +50,11 @@ type machine struct {
 	links   map[netip.Addr]bool // routes to the other machines' public addresses
 	note    string              // why the agent runs nothing
 	skipped string              // a change Kilo leaves unwritten
+
+	// router is the namespace of the machine's NAT, if it is behind one;
+	// routerPublic the NAT's public address.
+	router       string
+	routerPublic netip.Addr
 }
 
 // reap notices a wireguard-go that exited, so that the next apply starts
@@ -128,7 +133,13 @@ func (mb *member) ensureMachine(ctx context.Context, n *corev1.Node) error {
 		idx := h.next
 		h.mu.Unlock()
 		m = &machine{cluster: mb.Name, node: n.Name, ns: h.run + "-" + mb.Name + "-" + n.Name, index: idx, iface: h.run + "w" + strconv.Itoa(idx), routes: map[netip.Prefix]Route{}, links: map[netip.Addr]bool{}}
-		if err := h.makeMachine(ctx, mb, m, pod); err != nil {
+		// Whether a machine is behind NAT is decided once, when it is
+		// made.
+		var nat *NAT
+		if h.cfg.NAT != nil {
+			nat = h.cfg.NAT(n)
+		}
+		if err := h.makeMachine(ctx, mb, m, pod, nat); err != nil {
 			h.removeMachine(ctx, m)
 			return err
 		}
@@ -174,11 +185,12 @@ func (mb *member) ensureMachine(ctx context.Context, n *corev1.Node) error {
 }
 
 // makeMachine makes the namespace of a machine: links to its cluster's
-// network and to the network between clusters, in the hub namespace; its
-// pod address on lo, with an echo service. ARP answers only for addresses
-// of the link asked (arp_ignore), so that no packet reaches a pod address
-// but through the routes Kilo sets.
-func (h *Harness) makeMachine(ctx context.Context, mb *member, m *machine, pod netip.Addr) error {
+// network and to the network between clusters (through a router of its own
+// when nat is set), in the hub namespace; its pod address on lo, with an
+// echo service. ARP answers only for addresses of the link asked
+// (arp_ignore), so that no packet reaches a pod address but through the
+// routes Kilo sets.
+func (h *Harness) makeMachine(ctx context.Context, mb *member, m *machine, pod netip.Addr, nat *NAT) error {
 	if err := ipCmd(ctx, "netns", "add", m.ns); err != nil {
 		return err
 	}
@@ -194,11 +206,33 @@ func (h *Harness) makeMachine(ctx context.Context, mb *member, m *machine, pod n
 	i, e := "i"+strconv.Itoa(m.index), "e"+strconv.Itoa(m.index)
 	if err := ipBatch(ctx, h.hub, []string{
 		fmt.Sprintf("link add %s type veth peer name %s netns %s", i, privateLink, m.ns),
-		fmt.Sprintf("link add %s type veth peer name %s netns %s", e, publicLink, m.ns),
 		fmt.Sprintf("link set %s master %s up", i, mb.bridge()),
-		fmt.Sprintf("link set %s master pub up", e),
 	}); err != nil {
 		return err
+	}
+	if nat == nil {
+		if err := ipBatch(ctx, h.hub, []string{
+			fmt.Sprintf("link add %s type veth peer name %s netns %s", e, publicLink, m.ns),
+			fmt.Sprintf("link set %s master pub up", e),
+		}); err != nil {
+			return err
+		}
+	} else {
+		// The router's address is a public address like a machine's: the
+		// other machines get a route to it.
+		h.mu.Lock()
+		owner, taken := h.public[nat.Public]
+		if !taken {
+			h.public[nat.Public] = mb.Name + "/" + m.node
+			m.routerPublic = nat.Public
+		}
+		h.mu.Unlock()
+		if taken {
+			return fmt.Errorf("%s/%s: the NAT's address %s is %s's already", mb.Name, m.node, nat.Public, owner)
+		}
+		if err := h.makeRouter(ctx, m, nat); err != nil {
+			return err
+		}
 	}
 	cmds := []string{"link set lo up", "link set " + privateLink + " up", "link set " + publicLink + " up"}
 	if pod.IsValid() {
@@ -353,10 +387,15 @@ func (h *Harness) removeMachine(ctx context.Context, m *machine) {
 	for _, a := range m.public {
 		delete(h.public, a)
 	}
+	if m.routerPublic.IsValid() {
+		delete(h.public, m.routerPublic)
+	}
 	h.mu.Unlock()
-	if netnsExists(m.ns) {
-		if err := ipCmd(ctx, "netns", "delete", m.ns); err != nil {
-			h.cfg.Log("%v", err)
+	for _, ns := range []string{m.ns, m.router} {
+		if ns != "" && netnsExists(ns) {
+			if err := ipCmd(ctx, "netns", "delete", ns); err != nil {
+				h.cfg.Log("%v", err)
+			}
 		}
 	}
 	if netnsExists(h.hub) {

@@ -73,6 +73,9 @@ func (h *Harness) state() State {
 	for _, mb := range h.members {
 		for _, m := range mb.machines {
 			s.Namespaces = append(s.Namespaces, m.ns)
+			if m.router != "" {
+				s.Namespaces = append(s.Namespaces, m.router)
+			}
 			if m.wg != nil && m.wg.Process != nil {
 				s.WireGuard = append(s.WireGuard, Process{PID: m.wg.Process.Pid, Iface: m.iface})
 			}
@@ -253,6 +256,9 @@ func (m *machine) dump(ctx context.Context, b *strings.Builder) {
 		fmt.Fprintf(b, ": Kilo would not write: %s", m.skipped)
 	}
 	b.WriteString("\n")
+	if m.router != "" {
+		fmt.Fprintf(b, "  behind NAT %s (namespace %s)\n", m.routerPublic, m.router)
+	}
 	for _, args := range [][]string{{"-br", "address"}, {"route"}} {
 		out, err := exec.CommandContext(ctx, "ip", append([]string{"-n", m.ns}, args...)...).CombinedOutput() //nolint:gosec // G204: the harness's own namespace
 		if err != nil {

@@ -71,9 +71,9 @@ func clusterMeshCRD(t *testing.T) *extv1.CustomResourceDefinition {
 	return crd
 }
 
-// providerKubernetesObjects is the CRD of provider-kubernetes' namespaced
-// Object, from its module.
-func providerKubernetesObjects(t *testing.T) string {
+// providerKubernetesCRD is the file of one of provider-kubernetes' CRDs, from
+// its module.
+func providerKubernetesCRD(t *testing.T, file string) string {
 	t.Helper()
 	out, err := exec.CommandContext(context.Background(), "go", "mod", "download", "-json", "github.com/crossplane-contrib/provider-kubernetes@v1.3.1").Output()
 	if err != nil {
@@ -83,7 +83,7 @@ func providerKubernetesObjects(t *testing.T) string {
 	if err := json.Unmarshal(out, &m); err != nil {
 		t.Fatal(err)
 	}
-	return filepath.Join(m.Dir, "package", "crds", "kubernetes.m.crossplane.io_objects.yaml")
+	return filepath.Join(m.Dir, "package", "crds", file)
 }
 
 func apply(ctx context.Context, t *testing.T, c client.Client, file string) {
@@ -152,7 +152,7 @@ func TestClusterProviderConfigPolicy(t *testing.T) {
 	}
 	env := &envtest.Environment{
 		CRDs:                  []*extv1.CustomResourceDefinition{clusterMeshCRD(t)},
-		CRDDirectoryPaths:     []string{providerDir, providerKubernetesObjects(t)},
+		CRDDirectoryPaths:     []string{providerDir, providerKubernetesCRD(t, "kubernetes.m.crossplane.io_objects.yaml")},
 		ErrorIfCRDPathMissing: true,
 	}
 	cfg, err := env.Start()

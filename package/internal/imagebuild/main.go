@@ -16,9 +16,11 @@ limitations under the License.
 
 // Command imagebuild writes a container image holding one static binary as
 // an image tarball, without a container engine: an empty base, one layer
-// with the binary, a non-root user and the binary as entrypoint. The
-// tarball is what `crossplane xpkg build --embed-runtime-image-tarball`
-// embeds in a package.
+// with the binary, a non-root user and the binary as entrypoint. Every file
+// of the layer belongs to root and only root may write it, so the process,
+// which never runs as root, cannot rewrite its own binary. The tarball is
+// what `crossplane xpkg build --embed-runtime-image-tarball` embeds in a
+// package.
 package main
 
 import (
@@ -77,7 +79,7 @@ func (c *CLI) Run() error {
 	if err != nil {
 		return errors.Wrap(err, errRead)
 	}
-	lt, err := layerTar(c.Entrypoint, bin, c.UID)
+	lt, err := layerTar(c.Entrypoint, bin)
 	if err != nil {
 		return errors.Wrap(err, errLayer)
 	}
@@ -132,8 +134,10 @@ func (c *CLI) Run() error {
 }
 
 // layerTar returns a tar stream with the folders leading to the entrypoint,
-// the binary itself (mode 0755, owned by uid), and /tmp.
-func layerTar(entrypoint string, bin []byte, uid int) ([]byte, error) {
+// the binary itself and /tmp. Everything belongs to root (uid and gid 0,
+// the zero value of a tar header) and is writable by root alone, except
+// /tmp, where the sticky bit lets a user remove only the files it made.
+func layerTar(entrypoint string, bin []byte) ([]byte, error) {
 	buf := &bytes.Buffer{}
 	tw := tar.NewWriter(buf)
 	dir := path.Dir(strings.TrimPrefix(entrypoint, "/"))
@@ -155,8 +159,6 @@ func layerTar(entrypoint string, bin []byte, uid int) ([]byte, error) {
 		Name:     strings.TrimPrefix(entrypoint, "/"),
 		Mode:     0o755,
 		Size:     int64(len(bin)),
-		Uid:      uid,
-		Gid:      uid,
 		ModTime:  epoch,
 	}); err != nil {
 		return nil, err

@@ -66,14 +66,14 @@ func TestLayerTar(t *testing.T) {
 		want       []entry
 	}{
 		"Nested": {
-			reason:     "The folders leading to the binary exist, /tmp is writable by all, and the binary belongs to the user.",
+			reason:     "The folders leading to the binary exist, /tmp is writable by all, and root owns everything: the user cannot rewrite the binary.",
 			entrypoint: "/usr/local/bin/app",
 			want: []entry{
 				{Name: "usr/", Mode: 0o755},
 				{Name: "usr/local/", Mode: 0o755},
 				{Name: "usr/local/bin/", Mode: 0o755},
 				{Name: "tmp/", Mode: 0o1777},
-				{Name: "usr/local/bin/app", Mode: 0o755, UID: 65532, GID: 65532, Body: "binary"},
+				{Name: "usr/local/bin/app", Mode: 0o755, Body: "binary"},
 			},
 		},
 		"Root": {
@@ -81,13 +81,13 @@ func TestLayerTar(t *testing.T) {
 			entrypoint: "/app",
 			want: []entry{
 				{Name: "tmp/", Mode: 0o1777},
-				{Name: "app", Mode: 0o755, UID: 65532, GID: 65532, Body: "binary"},
+				{Name: "app", Mode: 0o755, Body: "binary"},
 			},
 		},
 	}
 	for n, tc := range cases {
 		t.Run(n, func(t *testing.T) {
-			lt, err := layerTar(tc.entrypoint, []byte("binary"), 65532)
+			lt, err := layerTar(tc.entrypoint, []byte("binary"))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -137,6 +137,33 @@ func TestRun(t *testing.T) {
 		Labels: map[string]string{"org.opencontainers.image.version": "v1"}}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("Run: the image runs the binary as the non-root user on the platform: -want, +got:\n%s", diff)
+	}
+
+	// The owner and mode of every file of the image, as a container runtime
+	// unpacks them: root owns them all and alone may write them, so the
+	// user 65532 cannot rewrite the binary.
+	rc, err := layers[0].Uncompressed()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	lt, err := io.ReadAll(rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := entries(t, lt)
+	for i := range files {
+		files[i].Body = ""
+	}
+	wantFiles := []entry{
+		{Name: "usr/", Mode: 0o755},
+		{Name: "usr/local/", Mode: 0o755},
+		{Name: "usr/local/bin/", Mode: 0o755},
+		{Name: "tmp/", Mode: 0o1777},
+		{Name: "usr/local/bin/app", Mode: 0o755},
+	}
+	if diff := cmp.Diff(wantFiles, files); diff != "" {
+		t.Errorf("Run: every file of the image belongs to root and is writable by root alone (but /tmp, sticky): -want, +got:\n%s", diff)
 	}
 }
 

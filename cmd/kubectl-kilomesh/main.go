@@ -113,6 +113,9 @@ func (c *cli) reader(e *env) (*snapshot.Reader, string, error) {
 		return nil, "", err
 	}
 	r.Clock = e.clock
+	if e.clock != nil {
+		r.LocalClock = e.clock
+	}
 	return r, ns, nil
 }
 

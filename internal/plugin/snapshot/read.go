@@ -30,10 +30,10 @@ const (
 
 // The kinds read, by their resource.
 var (
-	ClusterMeshes  = meshv1alpha1.GroupVersion.WithResource("clustermeshes")
+	ClusterMeshes   = meshv1alpha1.GroupVersion.WithResource("clustermeshes")
 	NodeInventories = kubev1alpha1.GroupVersion.WithResource("nodeinventories")
-	PeerSets       = kubev1alpha1.GroupVersion.WithResource("peersets")
-	Objects        = schema.GroupVersionResource{Group: "kubernetes.m.crossplane.io", Version: "v1alpha1", Resource: "objects"}
+	PeerSets        = kubev1alpha1.GroupVersion.WithResource("peersets")
+	Objects         = schema.GroupVersionResource{Group: "kubernetes.m.crossplane.io", Version: "v1alpha1", Resource: "objects"}
 )
 
 // A Reader reads the meshes of a namespace from the management cluster.
@@ -197,13 +197,22 @@ func group(m *ClusterMesh, inventories []kubev1alpha1.NodeInventory, sets []kube
 		if !strings.HasPrefix(o.Annotations[AnnotationCompositionResourceName], PrefixPeer) || !composedBy(m, &o.ObjectMeta) {
 			continue
 		}
-		target := o.Labels[LabelTargetCluster]
-		out.Objects[target] = append(out.Objects[target], o)
+		out.Objects[objectTarget(o)] = append(out.Objects[objectTarget(o)], o)
 	}
 	for _, os := range out.Objects {
 		sort.Slice(os, func(i, j int) bool { return os[i].Name < os[j].Name })
 	}
 	return out
+}
+
+// objectTarget is the member an Object writes its Peer into: its label, or
+// else what its composition resource name, peer-<target>-<peer>, says.
+func objectTarget(o *Object) string {
+	if t := o.Labels[LabelTargetCluster]; t != "" {
+		return t
+	}
+	name := strings.TrimPrefix(o.Annotations[AnnotationCompositionResourceName], PrefixPeer)
+	return strings.TrimSuffix(name, "-"+o.Spec.ForProvider.Manifest.Name)
 }
 
 // list reads every object of a kind in a namespace, in one call, into

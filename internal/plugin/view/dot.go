@@ -158,9 +158,9 @@ func (d *dot) nodes(m *GraphMember) {
 				if s.Endpoint != "" {
 					lines = append(lines, "endpoint "+s.Endpoint)
 				}
+				lines = append(lines, wrap("routes ", s.Routes)...)
 				attrs = fmt.Sprintf(", fillcolor=%q, penwidth=2", colourLeader)
-			}
-			if len(n.PodCIDRs) > 0 {
+			} else if len(n.PodCIDRs) > 0 {
 				lines = append(lines, "pods "+strings.Join(n.PodCIDRs, ", "))
 			}
 			d.w.printf("%s%s [label=%s%s];\n", indent, quote(nodeID(m.Name, n.Name)), quote(strings.Join(lines, "\n")), attrs)
@@ -202,12 +202,21 @@ func (d *dot) conflicts(m *GraphMember) {
 }
 
 // peerEdges draws every Peer, from the node that leads its segment to the
-// member that holds it.
+// member that holds it. The segment's leader lists the routes its Peer
+// carries into every member; an edge is labelled with what its Peer
+// carries besides (the anchor's networks), what it leaves out, the
+// endpoint it uses when another member's side learned a different one, and
+// why it cannot be applied.
 func (d *dot) peerEdges() {
+	common := map[string]map[string]bool{}
 	segEndpoint := map[string]string{}
 	for _, m := range d.g.Members {
 		for _, s := range m.Segments {
 			segEndpoint[s.Peer] = s.Endpoint
+			common[s.Peer] = map[string]bool{}
+			for _, r := range s.Routes {
+				common[s.Peer][r] = true
+			}
 		}
 	}
 	for _, p := range d.g.Peers {
@@ -219,23 +228,64 @@ func (d *dot) peerEdges() {
 		for _, a := range p.Anchor {
 			anchor[a] = true
 		}
-		lines := make([]string, 0, len(p.AllowedIPs)+2)
+		var extra, plain []string
+		has := map[string]bool{}
 		for _, r := range p.AllowedIPs {
-			if anchor[r] {
-				r += " (anchor)"
+			has[r] = true
+			switch {
+			case p.Leader == "":
+				plain = append(plain, r)
+			case anchor[r]:
+				extra = append(extra, r)
+			case !common[p.Name][r]:
+				plain = append(plain, r)
 			}
-			lines = append(lines, r)
+		}
+		var lines []string
+		if len(extra) > 0 {
+			lines = append(lines, wrap("anchor ", extra)...)
+		}
+		if len(plain) > 0 {
+			lines = append(lines, wrap("routes ", plain)...)
+		}
+		var missing []string
+		for r := range common[p.Name] {
+			if !has[r] {
+				missing = append(missing, r)
+			}
+		}
+		sort.Strings(missing)
+		if len(missing) > 0 {
+			lines = append(lines, wrap("without ", missing)...)
 		}
 		if p.Endpoint != "" && p.Endpoint != segEndpoint[p.Name] {
 			lines = append(lines, "via "+p.Endpoint)
 		}
-		attrs := edgeStyle(p.State)
 		if p.Problem != "" {
 			lines = append(lines, cut(p.Problem, maxLabel))
 		}
-		d.w.printf("  %s -> %s [label=%s, tooltip=%s%s];\n", quote(from), quote(inbox(p.Target)),
-			quoteLeft(lines), quote(p.Name+" ("+p.State+")"), attrs)
+		label := ""
+		if len(lines) > 0 {
+			label = "label=" + quoteLeft(lines) + ", "
+		}
+		d.w.printf("  %s -> %s [%slhead=%s, tooltip=%s%s];\n", quote(from), quote(inbox(p.Target)), label,
+			quote("cluster_"+p.Target), quote(p.Name+" ("+p.State+")"), edgeStyle(p.State))
 	}
+}
+
+// wrap lists items after a heading, three to a line.
+func wrap(heading string, items []string) []string {
+	var out []string
+	for i := 0; i < len(items); i += 3 {
+		line := strings.Join(items[i:min(i+3, len(items))], ", ")
+		if i == 0 {
+			line = heading + line
+		} else {
+			line = strings.Repeat(" ", len(heading)) + line
+		}
+		out = append(out, line)
+	}
+	return out
 }
 
 func edgeStyle(state string) string {

@@ -206,27 +206,7 @@ func graphMember(m *snapshot.Mesh, c meshv1alpha1.Cluster, cs *meshv1alpha1.Clus
 		}
 	}
 	sort.Strings(gm.Unlisted)
-	switch m.Delivery() {
-	case meshv1alpha1.DeliveryObjects:
-		if objects, ok := m.Objects[c.Name]; ok {
-			desired, ready := len(objects), 0
-			for _, o := range objects {
-				if cond, ok := o.Condition(snapshot.TypeReady); ok && cond.Status == "True" {
-					ready++
-				}
-			}
-			gm.Desired, gm.Applied = &desired, &ready
-		}
-	case meshv1alpha1.DeliveryPeerSet:
-		if ps, ok := m.PeerSets[c.Name]; ok {
-			desired := len(ps.Spec.ForProvider.Peers)
-			gm.Desired = &desired
-			if _, ok := snapshot.PeerSetCondition(ps, snapshot.TypeSynced); ok {
-				applied := ps.Status.AtProvider.Applied
-				gm.Applied = &applied
-			}
-		}
-	}
+	gm.Desired, gm.Applied = peersIn(m, c.Name)
 	return gm, anchor
 }
 

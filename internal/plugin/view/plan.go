@@ -95,7 +95,17 @@ func Plan(s *snapshot.Snapshot, m *snapshot.Mesh) *Planned {
 			sort.Slice(p.Peers[target], func(i, j int) bool { return p.Peers[target][i].Name < p.Peers[target][j].Name })
 		}
 	}
-	p.Segments = segments(m, p.Peers)
+	status := m.Status.ClusterMeshStatus
+	if p.Plan != nil {
+		status = p.Plan.Status
+	}
+	var held []string
+	for _, c := range status.Clusters {
+		for _, x := range c.Conflicts {
+			held = append(held, x.Peer)
+		}
+	}
+	p.Segments = segments(m, p.Peers, held)
 	return p
 }
 
@@ -211,8 +221,9 @@ func delivered(m *snapshot.Mesh) map[string]map[string]kilov1alpha1.Peer {
 // Peer's name says which node leads it (the function names every Peer
 // after its source member and leader), and its routes say which nodes it
 // carries (each member's pod CIDR is routed through its own segment's Peer
-// only).
-func segments(m *snapshot.Mesh, peers map[string][]kilov1alpha1.Peer) map[string][]Segment {
+// only). held names the Peers a conflict keeps out of a member: a segment
+// whose Peer no member holds is known by its name only.
+func segments(m *snapshot.Mesh, peers map[string][]kilov1alpha1.Peer, held []string) map[string][]Segment {
 	out := map[string][]Segment{}
 	for _, c := range m.Spec.Clusters {
 		inv := m.Inventories[c.Name]
@@ -239,6 +250,11 @@ func segments(m *snapshot.Mesh, peers map[string][]kilov1alpha1.Peer) map[string
 						routes[p.Name][pr.Masked()] = true
 					}
 				}
+			}
+		}
+		for _, name := range held {
+			if _, ok := routes[name]; !ok && leaderOf[name] != nil {
+				routes[name] = map[netip.Prefix]bool{}
 			}
 		}
 		var segs []Segment

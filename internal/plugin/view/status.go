@@ -146,28 +146,35 @@ func member(m *snapshot.Mesh, name string, cs *meshv1alpha1.ClusterStatus, p *Pl
 	for _, s := range p.Segments[name] {
 		out.Leaders = append(out.Leaders, s.Leader)
 	}
-	switch m.Delivery() {
-	case meshv1alpha1.DeliveryObjects:
-		if objects, ok := m.Objects[name]; ok {
-			desired, ready := len(objects), 0
-			for _, o := range objects {
-				if c, ok := o.Condition(snapshot.TypeReady); ok && c.Status == "True" {
-					ready++
-				}
-			}
-			out.Desired, out.Applied = &desired, &ready
-		}
-	case meshv1alpha1.DeliveryPeerSet:
-		if ps, ok := m.PeerSets[name]; ok {
-			desired := len(ps.Spec.ForProvider.Peers)
-			out.Desired = &desired
-			if _, ok := snapshot.PeerSetCondition(ps, snapshot.TypeSynced); ok {
-				applied := ps.Status.AtProvider.Applied
-				out.Applied = &applied
-			}
-		}
-	}
+	out.Desired, out.Applied = peersIn(m, name)
 	return out
+}
+
+// peersIn counts the Peers meant for a member and those applied: by its
+// PeerSet, or by its Objects (the mesh's own delivery first, while a mesh
+// moves from one to the other). Applied is nil while the PeerSet has not
+// reported.
+func peersIn(m *snapshot.Mesh, name string) (*int, *int) {
+	ps, hasSet := m.PeerSets[name]
+	objects, hasObjects := m.Objects[name]
+	if hasObjects && (!hasSet || m.Delivery() == meshv1alpha1.DeliveryObjects) {
+		desired, ready := len(objects), 0
+		for _, o := range objects {
+			if c, ok := o.Condition(snapshot.TypeReady); ok && c.Status == "True" {
+				ready++
+			}
+		}
+		return &desired, &ready
+	}
+	if !hasSet {
+		return nil, nil
+	}
+	desired := len(ps.Spec.ForProvider.Peers)
+	if _, ok := snapshot.PeerSetCondition(ps, snapshot.TypeSynced); !ok {
+		return &desired, nil
+	}
+	applied := ps.Status.AtProvider.Applied
+	return &desired, &applied
 }
 
 // Conditions a converged mesh has, with the status each must have.
@@ -218,30 +225,30 @@ func waiting(m *snapshot.Mesh, st Status) []string {
 
 // delivery says why a member does not hold every Peer meant for it yet.
 func delivery(m *snapshot.Mesh, mb Member) []string {
+	ps, hasSet := m.PeerSets[mb.Name]
+	_, hasObjects := m.Objects[mb.Name]
+	switch {
+	case hasObjects && (!hasSet || m.Delivery() == meshv1alpha1.DeliveryObjects):
+		if *mb.Applied < *mb.Desired {
+			return []string{fmt.Sprintf("member %s: %d of %d Objects ready", mb.Name, *mb.Applied, *mb.Desired)}
+		}
+		return nil
+	case !hasSet && m.Delivery() == meshv1alpha1.DeliveryObjects:
+		return []string{fmt.Sprintf("member %s has no Object yet", mb.Name)}
+	case !hasSet:
+		return []string{fmt.Sprintf("member %s has no PeerSet yet", mb.Name)}
+	}
 	var out []string
-	switch m.Delivery() {
-	case meshv1alpha1.DeliveryObjects:
-		if mb.Desired != nil && *mb.Applied < *mb.Desired {
-			out = append(out, fmt.Sprintf("member %s: %d of %d Objects ready", mb.Name, *mb.Applied, *mb.Desired))
-		}
-	case meshv1alpha1.DeliveryPeerSet:
-		ps, ok := m.PeerSets[mb.Name]
-		switch {
-		case !ok:
-			out = append(out, fmt.Sprintf("member %s has no PeerSet yet", mb.Name))
-		case mb.Applied == nil:
-			out = append(out, fmt.Sprintf("member %s: its PeerSet has not been applied yet", mb.Name))
-		case ps.Status.AtProvider.Desired != len(ps.Spec.ForProvider.Peers):
-			out = append(out, fmt.Sprintf("member %s: its PeerSet reports %d desired Peers, its spec holds %d", mb.Name, ps.Status.AtProvider.Desired, len(ps.Spec.ForProvider.Peers)))
-		case ps.Status.AtProvider.Applied != ps.Status.AtProvider.Desired:
-			out = append(out, fmt.Sprintf("member %s: %d of %d Peers applied", mb.Name, ps.Status.AtProvider.Applied, ps.Status.AtProvider.Desired))
-		}
-		if !ok {
-			break
-		}
-		if c, ok := snapshot.PeerSetCondition(ps, snapshot.TypeSynced); ok && c.Status == "False" {
-			out = append(out, fmt.Sprintf("member %s: its PeerSet cannot sync: %s", mb.Name, c.Message))
-		}
+	switch {
+	case mb.Applied == nil:
+		out = append(out, fmt.Sprintf("member %s: its PeerSet has not been applied yet", mb.Name))
+	case ps.Status.AtProvider.Desired != len(ps.Spec.ForProvider.Peers):
+		out = append(out, fmt.Sprintf("member %s: its PeerSet reports %d desired Peers, its spec holds %d", mb.Name, ps.Status.AtProvider.Desired, len(ps.Spec.ForProvider.Peers)))
+	case ps.Status.AtProvider.Applied != ps.Status.AtProvider.Desired:
+		out = append(out, fmt.Sprintf("member %s: %d of %d Peers applied", mb.Name, ps.Status.AtProvider.Applied, ps.Status.AtProvider.Desired))
+	}
+	if c, ok := snapshot.PeerSetCondition(ps, snapshot.TypeSynced); ok && c.Status == "False" {
+		out = append(out, fmt.Sprintf("member %s: its PeerSet cannot sync: %s", mb.Name, c.Message))
 	}
 	return out
 }

@@ -56,7 +56,7 @@ func writeStatus(w *errWriter, now time.Time, st Status) {
 	tw2.printf("MEMBER\tREACHABLE\tNODES\tSEGMENTS\tLEADERS\tPEERS OUT\tPEERS IN\tSKIPPED\tCONFLICTS\tLAST OBSERVED\n")
 	for _, m := range st.Members {
 		tw2.printf("%s\t%s\t%d\t%d\t%s\t%d\t%s\t%d\t%d\t%s\n", m.Name, reachable(m), m.Nodes, m.Segments,
-			names(m.Leaders), m.PeersOut, peersIn(m), m.SkippedNodes, m.Conflicts, since(m.LastObserved, now))
+			names(m.Leaders), m.PeersOut, peersInCell(m), m.SkippedNodes, m.Conflicts, since(m.LastObserved, now))
 	}
 	w.err = firstErr(w.err, tw2.err, tw.Flush())
 
@@ -103,8 +103,8 @@ func reachable(m Member) string {
 	return "no"
 }
 
-// peersIn is "applied/desired": "-" where unknown.
-func peersIn(m Member) string {
+// peersInCell is "applied/desired": "-" where unknown.
+func peersInCell(m Member) string {
 	if m.Desired == nil {
 		return "-"
 	}

@@ -74,7 +74,8 @@ func TestScenarios(t *testing.T) {
 	}
 	for _, sc := range scenarios {
 		t.Run(sc, func(t *testing.T) {
-			meshName := loadScenario(t, sc).Mesh.GetName()
+			scenario := loadScenario(t, sc)
+			meshName := scenario.Mesh.GetName()
 			for _, c := range commands {
 				t.Run(c.name, func(t *testing.T) {
 					args := make([]string, len(c.args))
@@ -93,6 +94,26 @@ func TestScenarios(t *testing.T) {
 					golden(t, filepath.Join(sc, c.file), got.stdout)
 				})
 			}
+			t.Run("SegmentsAsTheFunction", func(t *testing.T) {
+				// The segments the graph reads back from the planned Peers
+				// are those the function counted, on every member; a frozen
+				// mesh shows what is delivered instead.
+				got := plugin(t, nil, "graph", meshName, "-o", "json")
+				var g view.Graph
+				if err := json.Unmarshal([]byte(got.stdout), &g); err != nil {
+					t.Fatal(err)
+				}
+				if g.Frozen != "" {
+					return
+				}
+				segs := map[string]int{}
+				for _, m := range g.Members {
+					segs[m.Name] = len(m.Segments)
+				}
+				if diff := cmp.Diff(segmentsOf(t, scenario), segs); diff != "" {
+					t.Errorf("graph: segments per member differ from the function's status: -function +graph:\n%s", diff)
+				}
+			})
 		})
 	}
 }
@@ -129,79 +150,30 @@ func TestGraphsParse(t *testing.T) {
 	}
 }
 
-// TestGraphMatchesStatus pins that the picture and the status agree on
-// every render scenario: the segments the graph reads back from the
-// planned Peers are as many as the function reported, their leaders are
-// the ones status shows, and every Peer is drawn.
-func TestGraphMatchesStatus(t *testing.T) {
-	scenarios, err := fixture.Scenarios()
+// segmentsOf reads the segments per member of a scenario's status, as the
+// function reported it.
+func segmentsOf(t *testing.T, sc *fixture.Scenario) map[string]int {
+	t.Helper()
+	var st struct {
+		Status struct {
+			Clusters []struct {
+				Name     string `json:"name"`
+				Segments int    `json:"segments"`
+			} `json:"clusters"`
+		} `json:"status"`
+	}
+	b, err := json.Marshal(sc.Mesh.Object)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, sc := range scenarios {
-		t.Run(sc, func(t *testing.T) {
-			var g view.Graph
-			var st struct {
-				Meshes []view.Status `json:"meshes"`
-			}
-			read := func(file string, into any) {
-				b, err := os.ReadFile(filepath.Join("testdata", sc, file)) //nolint:gosec // G304: the test's own golden files.
-				if err != nil {
-					t.Skipf("no golden file yet: %v", err)
-				}
-				if err := json.Unmarshal(b, into); err != nil {
-					t.Fatal(err)
-				}
-			}
-			read("graph.json", &g)
-			s, err := fixture.ReadScenario(sc)
-			if err != nil {
-				t.Fatal(err)
-			}
-			clusters, _, _ := unstructuredClusters(s)
-			if g.Frozen != "" {
-				return // a frozen mesh shows what is delivered, not what the status counts
-			}
-			got := map[string]int{}
-			for _, m := range g.Members {
-				got[m.Name] = len(m.Segments)
-			}
-			if diff := cmp.Diff(clusters, got); diff != "" {
-				t.Errorf("segments per member of the graph differ from the function's status: -status +graph:\n%s", diff)
-			}
-			_ = st
-		})
+	if err := json.Unmarshal(b, &st); err != nil {
+		t.Fatal(err)
 	}
-}
-
-// unstructuredClusters reads the segments per member of a scenario's
-// expected status.
-func unstructuredClusters(s *fixture.Scenario) (map[string]int, int, error) {
 	out := map[string]int{}
-	clusters, _, err := nestedSlice(s.Mesh.Object, "status", "clusters")
-	for _, c := range clusters {
-		m, _ := c.(map[string]any)
-		name, _ := m["name"].(string)
-		n, _ := m["segments"].(int64)
-		if f, ok := m["segments"].(float64); ok {
-			n = int64(f)
-		}
-		out[name] = int(n)
+	for _, c := range st.Status.Clusters {
+		out[c.Name] = c.Segments
 	}
-	return out, len(clusters), err
-}
-
-func nestedSlice(obj map[string]any, fields ...string) ([]any, bool, error) {
-	var cur any = obj
-	for _, f := range fields {
-		m, ok := cur.(map[string]any)
-		if !ok {
-			return nil, false, nil
-		}
-		cur = m[f]
-	}
-	s, ok := cur.([]any)
-	return s, ok, nil
+	return out
 }
 
 func contains(codes []int, code int) bool {

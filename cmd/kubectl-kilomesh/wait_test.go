@@ -196,4 +196,3 @@ func TestStatusJSON(t *testing.T) {
 		t.Errorf("status -o json: want a converged mesh, got converged=%t waiting=%v", out.Meshes[0].Converged, out.Meshes[0].Waiting)
 	}
 }
-

@@ -67,6 +67,9 @@ type env struct {
 	lookPath func(string) (string, error)
 	// sleep waits between two reads of status --wait.
 	sleep func(context.Context, time.Duration) error
+	// reader, when set, sees the reader of every command: tests count
+	// its requests.
+	reader func(*snapshot.Reader)
 }
 
 // An exitCode is an error that sets the exit code; its message, if any, is
@@ -115,6 +118,9 @@ func (c *cli) reader(e *env) (*snapshot.Reader, string, error) {
 	r.Clock = e.clock
 	if e.clock != nil {
 		r.LocalClock = e.clock
+	}
+	if e.reader != nil {
+		e.reader(r)
 	}
 	return r, ns, nil
 }

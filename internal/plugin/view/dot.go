@@ -84,24 +84,38 @@ func (d *dot) write(edges Edges) {
 		title += "\nfrozen, the Peers shown are those delivered: " + cut(d.g.Frozen, 3*maxLabel)
 	}
 	d.w.printf("digraph kilomesh {\n")
-	d.w.printf("  graph [label=%s, labelloc=t, fontname=Helvetica, fontsize=14, rankdir=LR, compound=true, nodesep=0.3, ranksep=1.6];\n", quote(title))
+	// By Peer, members stand side by side and Peers run between them;
+	// by member, the members stand in a row, each with its tables below
+	// its name, and the edges do not move them.
+	layout := "rankdir=LR, compound=true, nodesep=0.3, ranksep=1.6"
+	if edges == EdgesMember {
+		layout = "rankdir=TB, newrank=true, nodesep=0.6, ranksep=0.4"
+	}
+	d.w.printf("  graph [label=%s, labelloc=t, fontname=Helvetica, fontsize=14, %s];\n", quote(title), layout)
 	d.w.printf("  node [fontname=Helvetica, fontsize=10, shape=box, style=\"rounded,filled\", fillcolor=white];\n")
 	d.w.printf("  edge [fontname=Helvetica, fontsize=9, color=%q, fontcolor=%q];\n", colourEdge, colourEdge)
+	pairs := d.pairs()
 	for i := range d.g.Members {
 		m := &d.g.Members[i]
 		d.w.printf("  subgraph %s {\n", quote("cluster_"+m.Name))
 		d.w.printf("    label=%s; style=\"rounded,filled\"; fillcolor=%q; color=\"#5b6b7b\";\n", quote(m.Name), colourMember)
-		d.w.printf("    %s [label=%s, fillcolor=%q, penwidth=1.5];\n", quote(inbox(m.Name)), quote(memberLabel(m)), colourInbox)
 		if edges == EdgesMember {
+			d.w.printf("    %s [label=<%s>, fillcolor=%q, penwidth=1.5];\n", quote(inbox(m.Name)), d.inboxTable(m, pairs), colourInbox)
 			d.tables(m)
 		} else {
+			d.w.printf("    %s [label=%s, fillcolor=%q, penwidth=1.5];\n", quote(inbox(m.Name)), quote(memberLabel(m)), colourInbox)
 			d.nodes(m)
 		}
 		d.conflicts(m)
 		d.w.printf("  }\n")
 	}
 	if edges == EdgesMember {
-		d.memberEdges()
+		d.w.printf("  { rank=same;")
+		for _, m := range d.g.Members {
+			d.w.printf(" %s;", quote(inbox(m.Name)))
+		}
+		d.w.printf(" }\n")
+		d.memberEdges(pairs)
 	} else {
 		d.peerEdges()
 	}
@@ -318,6 +332,7 @@ func (d *dot) tables(m *GraphMember) {
 		}
 		b.WriteString(`</table>`)
 		d.w.printf("    %s [shape=plain, style=\"\", label=<%s>];\n", quote(m.Name+"/segments"), b.String())
+		d.w.printf("    %s -> %s [style=invis];\n", quote(inbox(m.Name)), quote(m.Name+"/segments"))
 	}
 	if len(m.Skipped)+len(m.Unlisted) > 0 {
 		var b strings.Builder
@@ -331,27 +346,34 @@ func (d *dot) tables(m *GraphMember) {
 		}
 		b.WriteString(`</table>`)
 		d.w.printf("    %s [shape=plain, style=\"\", label=<%s>];\n", quote(m.Name+"/skipped"), b.String())
+		above := inbox(m.Name)
+		if len(m.Segments) > 0 {
+			above = m.Name + "/segments"
+		}
+		d.w.printf("    %s -> %s [style=invis];\n", quote(above), quote(m.Name+"/skipped"))
 	}
 }
 
-// memberEdges draws one edge from every member to every other that holds
-// Peers of it.
-func (d *dot) memberEdges() {
-	type pair struct{ source, target string }
-	type summary struct {
-		peers, pending, problems int
-		anchor                   []string
-		anchorLeader             string
-	}
-	byPair := map[pair]*summary{}
-	var order []pair
+// A pair sums up the Peers of one member written into another.
+type pair struct {
+	source, target    string
+	peers             int
+	pending, problems int
+	anchor            []string
+	anchorLeader      string
+}
+
+// pairs sums up the Peers by source and target member, in that order.
+func (d *dot) pairs() []*pair {
+	byPair := map[[2]string]*pair{}
+	var out []*pair
 	for _, p := range d.g.Peers {
-		k := pair{p.Source, p.Target}
+		k := [2]string{p.Source, p.Target}
 		s, ok := byPair[k]
 		if !ok {
-			s = &summary{}
+			s = &pair{source: p.Source, target: p.Target}
 			byPair[k] = s
-			order = append(order, k)
+			out = append(out, s)
 		}
 		s.peers++
 		switch p.State {
@@ -364,36 +386,63 @@ func (d *dot) memberEdges() {
 			s.anchor, s.anchorLeader = p.Anchor, p.Leader
 		}
 	}
-	segs := map[string]bool{}
-	for _, m := range d.g.Members {
-		segs[m.Name] = len(m.Segments) > 0
-	}
-	sort.SliceStable(order, func(i, j int) bool {
-		if order[i].source != order[j].source {
-			return order[i].source < order[j].source
+	sort.SliceStable(out, func(i, j int) bool {
+		if out[i].source != out[j].source {
+			return out[i].source < out[j].source
 		}
-		return order[i].target < order[j].target
+		return out[i].target < out[j].target
 	})
-	for _, k := range order {
-		s := byPair[k]
-		lines := []string{plural(s.peers, "Peer")}
-		if s.anchor != nil {
-			lines = append(lines, "anchor "+orDash(s.anchorLeader)+": "+strings.Join(s.anchor, ", "))
+	return out
+}
+
+// inboxTable is the label of a member drawn by member: its state, and a
+// row per member whose Peers it holds.
+func (d *dot) inboxTable(m *GraphMember, pairs []*pair) string {
+	var b strings.Builder
+	b.WriteString(`<table border="0" cellborder="0" cellspacing="0" cellpadding="2">`)
+	for i, l := range strings.Split(memberLabel(m), "\n") {
+		if i == 0 {
+			l = "<b>" + html(l) + "</b>"
+		} else {
+			l = html(l)
 		}
+		fmt.Fprintf(&b, `<tr><td colspan="3">%s</td></tr>`, l)
+	}
+	for _, p := range pairs {
+		if p.target != m.Name {
+			continue
+		}
+		state := ""
+		switch {
+		case p.problems > 0:
+			state = fmt.Sprintf(`<font color=%q>, %d cannot be applied</font>`, colourProblem, p.problems)
+		case p.pending > 0:
+			state = fmt.Sprintf(", %d not delivered yet", p.pending)
+		}
+		anchor := "-"
+		if p.anchor != nil {
+			anchor = html("anchor " + orDash(p.anchorLeader) + ": " + strings.Join(p.anchor, ", "))
+		}
+		fmt.Fprintf(&b, `<tr><td align="left">from %s</td><td align="left">%s%s</td><td align="left">%s</td></tr>`,
+			html(p.source), html(plural(p.peers, "Peer")), state, anchor)
+	}
+	b.WriteString(`</table>`)
+	return b.String()
+}
+
+// memberEdges draws one edge from every member to every other that holds
+// Peers of it; the member's own table says how many.
+func (d *dot) memberEdges(pairs []*pair) {
+	for _, p := range pairs {
 		attrs := ""
-		if s.pending > 0 {
-			lines = append(lines, fmt.Sprintf("%d planned, not delivered yet", s.pending))
+		switch {
+		case p.problems > 0:
+			attrs = fmt.Sprintf(", color=%q", colourProblem)
+		case p.pending > 0:
 			attrs = ", style=dashed"
 		}
-		if s.problems > 0 {
-			lines = append(lines, fmt.Sprintf("%d cannot be applied", s.problems))
-			attrs = fmt.Sprintf(", color=%q, fontcolor=%q", colourProblem, colourProblem)
-		}
-		from := inbox(k.source)
-		if segs[k.source] {
-			from = k.source + "/segments"
-		}
-		d.w.printf("  %s -> %s [label=%s%s];\n", quote(from), quote(inbox(k.target)), quote(strings.Join(lines, "\n")), attrs)
+		d.w.printf("  %s -> %s [tooltip=%s, constraint=false%s];\n", quote(inbox(p.source)), quote(inbox(p.target)),
+			quote(fmt.Sprintf("%s of %s in %s", plural(p.peers, "Peer"), p.source, p.target)), attrs)
 	}
 }
 

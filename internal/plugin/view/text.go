@@ -134,21 +134,25 @@ func since(t *time.Time, now time.Time) string {
 	return t.UTC().Format(time.RFC3339) + " (" + Age(now.Sub(*t)) + ")"
 }
 
-// Age says how long a duration is, like kubectl does: 45s, 3m, 5h, 2d; a
-// negative one is in the future.
+// Age says how long ago a duration was, like kubectl does: 45s ago, 3m
+// ago, 5h ago, 2d ago; a negative one is in the future: in 2m.
 func Age(d time.Duration) string {
 	if d < 0 {
-		return "in " + Age(-d)
+		return "in " + span(-d)
 	}
+	return span(d) + " ago"
+}
+
+func span(d time.Duration) string {
 	switch {
 	case d < time.Minute:
-		return strconv.Itoa(int(d.Seconds())) + "s ago"
+		return strconv.Itoa(int(d.Seconds())) + "s"
 	case d < time.Hour:
-		return strconv.Itoa(int(d.Minutes())) + "m ago"
+		return strconv.Itoa(int(d.Minutes())) + "m"
 	case d < 48*time.Hour:
-		return strconv.Itoa(int(d.Hours())) + "h ago"
+		return strconv.Itoa(int(d.Hours())) + "h"
 	}
-	return strconv.Itoa(int(d.Hours()/24)) + "d ago"
+	return strconv.Itoa(int(d.Hours()/24)) + "d"
 }
 
 // cell cuts a message for a table cell on a character boundary.

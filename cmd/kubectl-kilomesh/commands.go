@@ -65,7 +65,7 @@ func (c *statusCmd) Run(ctx context.Context, g *cli, e *env) error {
 			if err := c.print(e.stdout, now, sts); err != nil {
 				return err
 			}
-			return &exitCode{code: exitNotConverged, msg: fmt.Sprintf("timed out after %s: %s", c.Timeout, strings.Join(reasons(sts), "; "))}
+			return &codeError{code: exitNotConverged, msg: fmt.Sprintf("timed out after %s: %s", c.Timeout, strings.Join(reasons(sts), "; "))}
 		default:
 			if w := reasons(sts); strings.Join(w, "\n") != strings.Join(last, "\n") {
 				fmt.Fprintf(e.stderr, "waiting: %s\n", strings.Join(w, "; "))
@@ -196,7 +196,7 @@ func svg(ctx context.Context, e *env, dot []byte) error {
 		return err
 	}
 	var stderr bytes.Buffer
-	cmd := exec.CommandContext(ctx, bin, "-Tsvg")
+	cmd := exec.CommandContext(ctx, bin, "-Tsvg") //nolint:gosec // G204: Graphviz's dot as found on PATH, with a fixed argument.
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = bytes.NewReader(dot), e.stdout, &stderr
 	if err := cmd.Run(); err != nil {
 		return errors.Wrapf(err, "%s: %s", errDot, strings.TrimSpace(stderr.String()))
@@ -247,7 +247,7 @@ func (c *diagnoseCmd) Run(ctx context.Context, g *cli, e *env) error {
 		return err
 	}
 	if failed {
-		return &exitCode{code: exitNotConverged}
+		return &codeError{code: exitNotConverged}
 	}
 	return nil
 }

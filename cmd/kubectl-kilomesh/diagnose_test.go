@@ -106,7 +106,7 @@ func TestDiagnose(t *testing.T) {
 			reason: "An observation stamped two minutes after the management cluster's clock is a skew that makes fresh heartbeats look stale.",
 			prepare: func(t *testing.T) {
 				converge(t)
-				inv := composed(t, fixture.NodeInventoryGVK, "inventory-cluster-a")
+				inv := composed(ctx, t, fixture.NodeInventoryGVK, "inventory-cluster-a")
 				ahead := now.Add(2 * time.Minute).Format(time.RFC3339)
 				if err := unstructured.SetNestedField(inv.Object, ahead, "status", "atProvider", "observedAt"); err != nil {
 					t.Fatal(err)
@@ -155,11 +155,11 @@ func TestDiagnose(t *testing.T) {
 
 // composed reads a resource the mesh composed, by its kind and
 // composition resource name.
-func composed(t *testing.T, gvk schema.GroupVersionKind, resource string) *unstructured.Unstructured {
+func composed(ctx context.Context, t *testing.T, gvk schema.GroupVersionKind, resource string) *unstructured.Unstructured {
 	t.Helper()
 	l := &unstructured.UnstructuredList{}
 	l.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
-	if err := apiClient.List(context.Background(), l, client.InNamespace(namespace)); err != nil {
+	if err := apiClient.List(ctx, l, client.InNamespace(namespace)); err != nil {
 		t.Fatal(err)
 	}
 	for i := range l.Items {
@@ -179,7 +179,7 @@ func setCondition(t *testing.T, resource, typ, status, reason, msg string) {
 	if strings.HasPrefix(resource, snapshot.PrefixPeerSet) {
 		gvk = fixture.PeerSetGVK
 	}
-	o := composed(t, gvk, resource)
+	o := composed(context.Background(), t, gvk, resource)
 	conds, _, _ := unstructured.NestedSlice(o.Object, "status", "conditions")
 	out := []any{fixture.Condition(typ, status, reason, msg)}
 	for _, x := range conds {

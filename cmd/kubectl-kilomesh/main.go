@@ -72,14 +72,14 @@ type env struct {
 	reader func(*snapshot.Reader)
 }
 
-// An exitCode is an error that sets the exit code; its message, if any, is
+// A codeError is an error that sets the exit code; its message, if any, is
 // printed.
-type exitCode struct {
+type codeError struct {
 	code int
 	msg  string
 }
 
-func (e *exitCode) Error() string { return e.msg }
+func (e *codeError) Error() string { return e.msg }
 
 // config loads the client configuration and the namespace from the
 // kubeconfig, as kubectl does.
@@ -158,7 +158,7 @@ func run(ctx context.Context, args []string, e *env) int {
 		return exitError
 	}
 	err = kctx.Run(&c)
-	var ec *exitCode
+	var ec *codeError
 	switch {
 	case err == nil:
 		return exitOK

@@ -146,7 +146,7 @@ func golden(t *testing.T, file, got string) {
 		}
 		return
 	}
-	want, err := os.ReadFile(path) //nolint:gosec // G304: the test's own golden files.
+	want, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatalf("cannot read the golden file (run go test with -update to write it): %v", err)
 	}
@@ -192,7 +192,7 @@ func ensureDot(t *testing.T) string {
 		} else {
 			args = append([]string{"apt-get"}, args...)
 		}
-		cmd := exec.CommandContext(context.Background(), args[0], args[1:]...) //nolint:gosec // G204: apt-get with fixed arguments.
+		cmd := exec.CommandContext(context.Background(), args[0], args[1:]...)
 		cmd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
 		out, err := cmd.CombinedOutput()
 		if err != nil {

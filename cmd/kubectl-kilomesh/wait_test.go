@@ -73,7 +73,7 @@ func TestStatusWait(t *testing.T) {
 			reason: "A member whose PeerSet applied fewer Peers than it holds has not converged, whatever the conditions say.",
 			prepare: func(t *testing.T) {
 				converge(t)
-				ps := composed(t, fixture.PeerSetGVK, "peerset-cluster-b")
+				ps := composed(ctx, t, fixture.PeerSetGVK, "peerset-cluster-b")
 				if err := unstructured.SetNestedField(ps.Object, int64(0), "status", "atProvider", "applied"); err != nil {
 					t.Fatal(err)
 				}

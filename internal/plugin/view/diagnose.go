@@ -312,7 +312,7 @@ func explain(msg string, c meshv1alpha1.Cluster, namespace, doing string) (strin
 				"check that its ClusterRoleBinding names the ServiceAccount provider-kilomesh in Crossplane's namespace and that provider-kilomesh runs under it (its DeploymentRuntimeConfig)"
 	case notFoundRE.MatchString(msg):
 		return "the member's " + ref + " does not exist",
-			fmt.Sprintf("create it (docs/install.md, step 4), or correct spec.clusters[].providerConfigRef of %s", c.Name)
+			"create it (docs/install.md, step 4), or correct spec.clusters[].providerConfigRef of " + c.Name
 	case secretRE.MatchString(msg):
 		return "the kubeconfig Secret of " + ref + " is missing or wrong",
 			"create the Secret the config names, with a kubeconfig under the key it names (docs/install.md, step 4)"
@@ -490,14 +490,33 @@ func (d *diagnosis) routes() {
 // management cluster's clock, and looks for members whose every node looks
 // stale.
 func (d *diagnosis) clocks() {
-	now := d.s.Now
+	ahead, who := d.ahead()
+	switch {
+	case ahead > skewError:
+		d.add(SeverityError, CheckClocks, "", fmt.Sprintf("%s wrote a time %s ahead of the management cluster's clock: with a skew over 30 s, Kilo heartbeats written every 30 s look stale (Kilo's limit is 60 s), and nodes drop out of the mesh", who, ahead.Round(time.Second)),
+			"synchronise the clocks of the management cluster's nodes (NTP), where Crossplane and its providers run")
+	case ahead > skewWarning:
+		d.add(SeverityWarning, CheckClocks, "", fmt.Sprintf("%s wrote a time %s ahead of the management cluster's clock", who, ahead.Round(time.Second)),
+			"synchronise the clocks of the management cluster's nodes (NTP); over 30 s, fresh Kilo heartbeats look stale")
+	}
+	for _, c := range d.m.Spec.Clusters {
+		if n := allStale(d.m.Inventories[c.Name]); n > 0 {
+			d.add(SeverityWarning, CheckClocks, c.Name, fmt.Sprintf("every one of the member's %d nodes has a stale Kilo heartbeat", n),
+				"Kilo does not run there, or the clocks of its nodes and of the management cluster differ by more than a minute: check the Kilo pods, and compare `date -u` on a node with the management cluster")
+		}
+	}
+	if skew := d.s.LocalNow.Sub(d.s.Now); skew > localSkew || skew < -localSkew {
+		d.add(SeverityInfo, CheckClocks, "", fmt.Sprintf("this machine's clock is %s off the management cluster's; ages shown are counted on the cluster's clock", skew.Round(time.Second)), "")
+	}
+}
+
+// ahead finds the time furthest ahead of the management cluster's clock
+// that a provider, Crossplane or the function wrote, and who wrote it.
+func (d *diagnosis) ahead() (time.Duration, string) {
 	var ahead time.Duration
 	var who string
 	see := func(t time.Time, what string) {
-		if t.IsZero() {
-			return
-		}
-		if skew := t.Sub(now); skew > ahead {
+		if skew := t.Sub(d.s.Now); !t.IsZero() && skew > ahead {
 			ahead, who = skew, what
 		}
 	}
@@ -523,34 +542,22 @@ func (d *diagnosis) clocks() {
 		}
 	}
 	conds(d.m.Status.Conditions, "Crossplane or the function (the ClusterMesh)")
-	switch {
-	case ahead > skewError:
-		d.add(SeverityError, CheckClocks, "", fmt.Sprintf("%s wrote a time %s ahead of the management cluster's clock: with a skew over 30 s, Kilo heartbeats written every 30 s look stale (Kilo's limit is 60 s), and nodes drop out of the mesh", who, ahead.Round(time.Second)),
-			"synchronise the clocks of the management cluster's nodes (NTP), where Crossplane and its providers run")
-	case ahead > skewWarning:
-		d.add(SeverityWarning, CheckClocks, "", fmt.Sprintf("%s wrote a time %s ahead of the management cluster's clock", who, ahead.Round(time.Second)),
-			"synchronise the clocks of the management cluster's nodes (NTP); over 30 s, fresh Kilo heartbeats look stale")
+	return ahead, who
+}
+
+// allStale counts the nodes of a reachable member when every one of them
+// (two at least) has a stale heartbeat, and is 0 otherwise.
+func allStale(inv *kubev1alpha1.NodeInventory) int {
+	if inv == nil || len(inv.Status.AtProvider.Nodes) < 2 {
+		return 0
 	}
-	for _, c := range d.m.Spec.Clusters {
-		inv := d.m.Inventories[c.Name]
-		if inv == nil || len(inv.Status.AtProvider.Nodes) < 2 {
-			continue
-		}
-		if cond, ok := snapshot.InventoryCondition(inv, snapshot.TypeSynced); ok && cond.Status == "False" {
-			continue
-		}
-		stale := 0
-		for _, n := range inv.Status.AtProvider.Nodes {
-			if n.Stale {
-				stale++
-			}
-		}
-		if stale == len(inv.Status.AtProvider.Nodes) {
-			d.add(SeverityWarning, CheckClocks, c.Name, fmt.Sprintf("every one of the member's %d nodes has a stale Kilo heartbeat", stale),
-				"Kilo does not run there, or the clocks of its nodes and of the management cluster differ by more than a minute: check the Kilo pods, and compare `date -u` on a node with the management cluster")
+	if c, ok := snapshot.InventoryCondition(inv, snapshot.TypeSynced); ok && c.Status == "False" {
+		return 0
+	}
+	for _, n := range inv.Status.AtProvider.Nodes {
+		if !n.Stale {
+			return 0
 		}
 	}
-	if skew := d.s.LocalNow.Sub(now); skew > localSkew || skew < -localSkew {
-		d.add(SeverityInfo, CheckClocks, "", fmt.Sprintf("this machine's clock is %s off the management cluster's; ages shown are counted on the cluster's clock", skew.Round(time.Second)), "")
-	}
+	return len(inv.Status.AtProvider.Nodes)
 }

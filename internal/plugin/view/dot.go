@@ -238,53 +238,60 @@ func (d *dot) peerEdges() {
 		if p.Leader != "" {
 			from = nodeID(p.Source, p.Leader)
 		}
-		anchor := map[string]bool{}
-		for _, a := range p.Anchor {
-			anchor[a] = true
-		}
-		var extra, plain []string
-		has := map[string]bool{}
-		for _, r := range p.AllowedIPs {
-			has[r] = true
-			switch {
-			case p.Leader == "":
-				plain = append(plain, r)
-			case anchor[r]:
-				extra = append(extra, r)
-			case !common[p.Name][r]:
-				plain = append(plain, r)
-			}
-		}
-		var lines []string
-		if len(extra) > 0 {
-			lines = append(lines, wrap("anchor ", extra)...)
-		}
-		if len(plain) > 0 {
-			lines = append(lines, wrap("routes ", plain)...)
-		}
-		var missing []string
-		for r := range common[p.Name] {
-			if !has[r] {
-				missing = append(missing, r)
-			}
-		}
-		sort.Strings(missing)
-		if len(missing) > 0 {
-			lines = append(lines, wrap("without ", missing)...)
-		}
-		if p.Endpoint != "" && p.Endpoint != segEndpoint[p.Name] {
-			lines = append(lines, "via "+p.Endpoint)
-		}
-		if p.Problem != "" {
-			lines = append(lines, cut(p.Problem, maxLabel))
-		}
 		label := ""
-		if len(lines) > 0 {
+		if lines := peerLabel(p, common[p.Name], segEndpoint[p.Name]); len(lines) > 0 {
 			label = "label=" + quoteLeft(lines) + ", "
 		}
 		d.w.printf("  %s -> %s [%slhead=%s, tooltip=%s%s];\n", quote(from), quote(inbox(p.Target)), label,
 			quote("cluster_"+p.Target), quote(p.Name+" ("+p.State+")"), edgeStyle(p.State))
 	}
+}
+
+// peerLabel is what an edge says of its Peer besides the routes its
+// segment's leader lists (common): the anchor's networks, routes of its
+// own, routes it leaves out, another endpoint, and a problem.
+func peerLabel(p GraphPeer, common map[string]bool, endpoint string) []string {
+	anchor := map[string]bool{}
+	for _, a := range p.Anchor {
+		anchor[a] = true
+	}
+	var extra, plain []string
+	has := map[string]bool{}
+	for _, r := range p.AllowedIPs {
+		has[r] = true
+		switch {
+		case p.Leader == "":
+			plain = append(plain, r)
+		case anchor[r]:
+			extra = append(extra, r)
+		case !common[r]:
+			plain = append(plain, r)
+		}
+	}
+	var missing []string
+	for r := range common {
+		if !has[r] {
+			missing = append(missing, r)
+		}
+	}
+	sort.Strings(missing)
+	var lines []string
+	if len(extra) > 0 {
+		lines = append(lines, wrap("anchor ", extra)...)
+	}
+	if len(plain) > 0 {
+		lines = append(lines, wrap("routes ", plain)...)
+	}
+	if len(missing) > 0 {
+		lines = append(lines, wrap("without ", missing)...)
+	}
+	if p.Endpoint != "" && p.Endpoint != endpoint {
+		lines = append(lines, "via "+p.Endpoint)
+	}
+	if p.Problem != "" {
+		lines = append(lines, cut(p.Problem, maxLabel))
+	}
+	return lines
 }
 
 // wrap lists items after a heading, three to a line.

@@ -17,8 +17,6 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	xpv2 "github.com/crossplane/crossplane/apis/v2/core/v2"
-
 	kilov1alpha1 "github.com/kilomesh/kilomesh/apis/kilo/v1alpha1"
 	kubev1alpha1 "github.com/kilomesh/kilomesh/apis/kube/v1alpha1"
 	meshv1alpha1 "github.com/kilomesh/kilomesh/apis/mesh/v1alpha1"
@@ -226,64 +224,55 @@ func delivered(m *snapshot.Mesh) map[string]map[string]kilov1alpha1.Peer {
 func segments(m *snapshot.Mesh, peers map[string][]kilov1alpha1.Peer, held []string) map[string][]Segment {
 	out := map[string][]Segment{}
 	for _, c := range m.Spec.Clusters {
-		inv := m.Inventories[c.Name]
-		if inv == nil {
-			continue
+		if inv := m.Inventories[c.Name]; inv != nil {
+			out[c.Name] = memberSegments(m, c.Name, inv.Status.AtProvider.Nodes, peers, held)
 		}
-		nodes := inv.Status.AtProvider.Nodes
-		leaderOf := make(map[string]*kubev1alpha1.ObservedNode, len(nodes))
-		for i := range nodes {
-			leaderOf[mesh.PeerName(m.Namespace, m.Name, c.Name, nodes[i].Name)] = &nodes[i]
-		}
-		source := mesh.LabelValue(c.Name)
-		routes := map[string]map[netip.Prefix]bool{} // by Peer
-		for _, target := range sortedKeys(peers) {
-			for _, p := range peers[target] {
-				if p.Labels[meshv1alpha1.LabelSourceCluster] != source || leaderOf[p.Name] == nil {
-					continue
-				}
-				if routes[p.Name] == nil {
-					routes[p.Name] = map[netip.Prefix]bool{}
-				}
-				for _, r := range p.Spec.AllowedIPs {
-					if pr, err := netip.ParsePrefix(r); err == nil {
-						routes[p.Name][pr.Masked()] = true
-					}
-				}
-			}
-		}
-		for _, name := range held {
-			if _, ok := routes[name]; !ok && leaderOf[name] != nil {
-				routes[name] = map[netip.Prefix]bool{}
-			}
-		}
-		var segs []Segment
-		for peer, rs := range routes {
-			leader := leaderOf[peer]
-			s := Segment{Leader: leader.Name, Location: leader.Location, Peer: peer}
-			for i := range nodes {
-				n := &nodes[i]
-				if n == leader || routesPodCIDR(rs, n) {
-					s.Members = append(s.Members, n.Name)
-				}
-			}
-			sort.Strings(s.Members)
-			segs = append(segs, s)
-		}
-		sort.Slice(segs, func(i, j int) bool { return segs[i].Leader < segs[j].Leader })
-		out[c.Name] = segs
 	}
 	return out
 }
 
-// routesPodCIDR tells whether a set of routes holds a pod CIDR of a node.
-func routesPodCIDR(routes map[netip.Prefix]bool, n *kubev1alpha1.ObservedNode) bool {
-	for _, s := range n.PodCIDRs {
-		if p, err := netip.ParsePrefix(strings.TrimSpace(s)); err == nil && routes[p.Masked()] {
-			return true
+// memberSegments reads the segments of one member back from the Peers.
+func memberSegments(m *snapshot.Mesh, member string, nodes []kubev1alpha1.ObservedNode, peers map[string][]kilov1alpha1.Peer, held []string) []Segment {
+	leaderOf := make(map[string]*kubev1alpha1.ObservedNode, len(nodes))
+	byPod := map[netip.Prefix]*kubev1alpha1.ObservedNode{}
+	for i := range nodes {
+		leaderOf[mesh.PeerName(m.Namespace, m.Name, member, nodes[i].Name)] = &nodes[i]
+		for _, pc := range nodes[i].PodCIDRs {
+			if p, err := netip.ParsePrefix(strings.TrimSpace(pc)); err == nil {
+				byPod[p.Masked()] = &nodes[i]
+			}
 		}
 	}
-	return false
+	source := mesh.LabelValue(member)
+	members := map[string]map[string]bool{} // by Peer
+	for _, target := range sortedKeys(peers) {
+		for _, p := range peers[target] {
+			leader := leaderOf[p.Name]
+			if p.Labels[meshv1alpha1.LabelSourceCluster] != source || leader == nil {
+				continue
+			}
+			if members[p.Name] == nil {
+				members[p.Name] = map[string]bool{leader.Name: true}
+			}
+			for _, r := range p.Spec.AllowedIPs {
+				if pr, err := netip.ParsePrefix(r); err == nil && byPod[pr.Masked()] != nil {
+					members[p.Name][byPod[pr.Masked()].Name] = true
+				}
+			}
+		}
+	}
+	for _, name := range held {
+		if leader := leaderOf[name]; leader != nil && members[name] == nil {
+			members[name] = map[string]bool{leader.Name: true}
+		}
+	}
+	segs := make([]Segment, 0, len(members))
+	for peer, ms := range members {
+		leader := leaderOf[peer]
+		segs = append(segs, Segment{Leader: leader.Name, Location: leader.Location, Peer: peer, Members: sortedKeys(ms)})
+	}
+	sort.Slice(segs, func(i, j int) bool { return segs[i].Leader < segs[j].Leader })
+	return segs
 }
 
 func sortedKeys[V any](m map[string]V) []string {
@@ -293,14 +282,4 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	sort.Strings(out)
 	return out
-}
-
-// conditionOf returns a condition of a list, and whether it is set.
-func conditionOf(cs []xpv2.Condition, t xpv2.ConditionType) (xpv2.Condition, bool) {
-	for _, c := range cs {
-		if c.Type == t {
-			return c, true
-		}
-	}
-	return xpv2.Condition{}, false
 }

@@ -79,7 +79,7 @@ func writeStatus(w *errWriter, now time.Time, st Status) {
 	}
 	section(w, "Skipped nodes by reason:", skipped)
 	section(w, "Member messages:", messages)
-	var waits []string
+	waits := make([]string, 0, len(st.Waiting))
 	for _, wt := range st.Waiting {
 		waits = append(waits, "  - "+wt)
 	}

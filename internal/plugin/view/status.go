@@ -150,10 +150,10 @@ func member(m *snapshot.Mesh, name string, cs *meshv1alpha1.ClusterStatus, p *Pl
 	return out
 }
 
-// peersIn counts the Peers meant for a member and those applied: by its
-// PeerSet, or by its Objects (the mesh's own delivery first, while a mesh
-// moves from one to the other). Applied is nil while the PeerSet has not
-// reported.
+// peersIn counts the Peers meant for a member and those applied: as its
+// PeerSet reports them (before it reported, the Peers its spec holds, and
+// applied nil), or its Objects and the Ready ones among them. The mesh's
+// own delivery comes first, while a mesh moves from one to the other.
 func peersIn(m *snapshot.Mesh, name string) (*int, *int) {
 	ps, hasSet := m.PeerSets[name]
 	objects, hasObjects := m.Objects[name]
@@ -173,7 +173,7 @@ func peersIn(m *snapshot.Mesh, name string) (*int, *int) {
 	if _, ok := snapshot.PeerSetCondition(ps, snapshot.TypeSynced); !ok {
 		return &desired, nil
 	}
-	applied := ps.Status.AtProvider.Applied
+	desired, applied := ps.Status.AtProvider.Desired, ps.Status.AtProvider.Applied
 	return &desired, &applied
 }
 

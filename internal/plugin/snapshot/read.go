@@ -11,8 +11,9 @@ import (
 
 	kerrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/client-go/rest"
 
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
@@ -36,6 +37,14 @@ var (
 	Objects         = schema.GroupVersionResource{Group: "kubernetes.m.crossplane.io", Version: "v1alpha1", Resource: "objects"}
 )
 
+// codecs decode what the client needs to decode itself: the Status of an
+// error. Lists are read as JSON into the API types.
+var codecs = func() serializer.CodecFactory {
+	s := runtime.NewScheme()
+	metav1.AddToGroupVersion(s, schema.GroupVersion{Version: "v1"})
+	return serializer.NewCodecFactory(s)
+}()
+
 // A Reader reads the meshes of a namespace from the management cluster.
 type Reader struct {
 	// Client talks to the management cluster.
@@ -57,7 +66,7 @@ func NewReader(cfg *rest.Config) (*Reader, error) {
 	c := rest.CopyConfig(cfg)
 	c.Wrap(rec.Wrap)
 	c.APIPath = "/apis"
-	c.NegotiatedSerializer = scheme.Codecs.WithoutConversion()
+	c.NegotiatedSerializer = codecs.WithoutConversion()
 	if c.UserAgent == "" {
 		c.UserAgent = "kubectl-kilomesh"
 	}

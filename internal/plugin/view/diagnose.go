@@ -144,7 +144,7 @@ func (d *diagnosis) crossplane() {
 	}
 	if c, ok := d.m.Condition(snapshot.TypeReady); ok && c.Status == "False" {
 		d.add(SeverityInfo, CheckCrossplane, "", fmt.Sprintf("the mesh is not Ready (%s): %s", c.Reason, c.Message),
-			"composed resources are becoming ready: wait; if it stays, the findings below, or the resources the message names, say why")
+			"composed resources are becoming ready: wait; if it stays, the other findings, or the resources the message names, say why")
 	}
 	if c, ok := d.m.Condition(snapshot.TypeResponsive); ok && c.Status == "False" {
 		d.add(SeverityWarning, CheckCrossplane, "", fmt.Sprintf("Crossplane drops the mesh's watch events (Responsive=False, %s): its status may lag for minutes. %s", c.Reason, c.Message),

@@ -92,16 +92,19 @@ func (c *statusCmd) read(ctx context.Context, r *snapshot.Reader, ns string, nam
 		sts = append(sts, view.MeshStatus(s, m, view.Plan(s, m)))
 	}
 	if len(sts) == 0 && c.Wait {
-		return nil, s.Now, errors.Errorf(errNoMesh, ns)
+		return nil, s.Now, errors.Wrapf(errNoMeshes, errNoMesh, ns)
 	}
 	return sts, s.Now, nil
 }
 
+// errNoMeshes says that there is no ClusterMesh to wait for.
+var errNoMeshes = errors.New("nothing to wait for")
+
 // isPermanent tells whether waiting cannot help: the mesh does not exist,
-// or the user may not read it.
+// or the user may not read the meshes.
 func isPermanent(err error) bool {
-	return strings.Contains(err.Error(), "not found") || kerrors.IsForbidden(err) || kerrors.IsUnauthorized(err) ||
-		strings.Contains(err.Error(), "holds no ClusterMesh")
+	var nf *snapshot.NotFoundError
+	return errors.As(err, &nf) || errors.Is(err, errNoMeshes) || kerrors.IsForbidden(err) || kerrors.IsUnauthorized(err)
 }
 
 func converged(sts []view.Status) bool {

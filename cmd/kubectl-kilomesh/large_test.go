@@ -87,6 +87,10 @@ func TestListCalls(t *testing.T) {
 			if diff := cmp.Diff(tc.want, r.Recorder.Calls()); diff != "" {
 				t.Errorf("%s\nrequests -want +got:\n%s", tc.reason, diff)
 			}
+			// The snapshot's time is the API server's, from its answers.
+			if date, ok := r.Recorder.Date(); !ok || !s.Now.Equal(date) {
+				t.Errorf("the snapshot's time is %s, want the Date of the API server's answer (%s, %t)", s.Now, date, ok)
+			}
 		})
 	}
 }

@@ -116,6 +116,11 @@ func TestStatusWait(t *testing.T) {
 			args:   []string{"status", "nope", "--wait", "--timeout=1h"},
 			want:   want{code: exitError, stderr: []string{"ClusterMesh network/nope not found"}},
 		},
+		"NoMeshAtAll": {
+			reason: "Waiting on a namespace without a mesh cannot help: exit 1 at once.",
+			args:   []string{"status", "-n", "empty", "--wait", "--timeout=1h"},
+			want:   want{code: exitError, stderr: []string{"namespace empty holds no ClusterMesh"}},
+		},
 		"UnknownFlag": {
 			reason: "A mistyped flag is an error: exit 1.",
 			args:   []string{"status", "mesh", "--wiat"},

@@ -3,6 +3,7 @@ package snapshot
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"sort"
 	"strings"
@@ -28,6 +29,15 @@ const (
 	errFmtDecode   = "cannot decode the %s of namespace %s"
 	errFmtNotFound = "ClusterMesh %s/%s not found"
 )
+
+// A NotFoundError says that a ClusterMesh asked for does not exist.
+type NotFoundError struct {
+	Namespace, Name string
+}
+
+func (e *NotFoundError) Error() string {
+	return fmt.Sprintf(errFmtNotFound, e.Namespace, e.Name)
+}
 
 // The kinds read, by their resource.
 var (
@@ -143,7 +153,7 @@ func pick(all map[string]*ClusterMesh, namespace string, names []string) ([]*Clu
 	for _, n := range names {
 		m, ok := all[n]
 		if !ok {
-			return nil, errors.Errorf(errFmtNotFound, namespace, n)
+			return nil, &NotFoundError{Namespace: namespace, Name: n}
 		}
 		out = append(out, m)
 	}

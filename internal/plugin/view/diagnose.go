@@ -482,7 +482,7 @@ func (d *diagnosis) routes() {
 		case mesh.ReasonNodeIPConflict:
 			severity = SeverityInfo
 		}
-		d.add(severity, CheckRoutes, w.Cluster, w.Reason+": "+w.Message, fix)
+		d.add(severity, CheckRoutes, w.Cluster, w.Message, fix)
 	}
 }
 

@@ -95,3 +95,7 @@ demo-down: ## Stop exactly what make demo started.
 demo-render: ## A dry run of examples/render/three-clusters with the Crossplane CLI: the Peers of every member.
 	test/tools/build.sh crossplane-cli crossplane
 	test/render/demo.sh three-clusters
+
+.PHONY: plugin
+plugin: ## Build the kubectl plugin's release archives (tar.gz with the binary and LICENSE for linux, darwin and windows) and its krew manifest into _output/plugin/VERSION.
+	package/plugin/build.sh

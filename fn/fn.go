@@ -47,11 +47,24 @@ type Function struct {
 	maxResponse, maxPeerSet int
 	// now is the clock; time.Now when nil.
 	now func() time.Time
+	// metrics records every call; nil records nothing.
+	metrics *metrics
 }
 
 // RunFunction plans the mesh of the observed ClusterMesh and composes its
 // NodeInventories and Peers.
 func (f *Function) RunFunction(_ context.Context, req *fnv1.RunFunctionRequest) (*fnv1.RunFunctionResponse, error) {
+	start := time.Now()
+	rsp, result, size := f.run(req)
+	f.metrics.observe(result, time.Since(start), size)
+	return rsp, nil
+}
+
+// run answers one call, and says how it ended and how large the planned
+// response was (0 when nothing was planned).
+//
+//nolint:gocyclo // One step after the other, each a line or two: splitting it would hide the order.
+func (f *Function) run(req *fnv1.RunFunctionRequest) (*fnv1.RunFunctionResponse, string, int) {
 	ttl := f.ttl
 	if ttl == 0 {
 		ttl = response.DefaultTTL
@@ -61,20 +74,20 @@ func (f *Function) RunFunction(_ context.Context, req *fnv1.RunFunctionRequest) 
 	xr, err := decodeMesh(req.GetObserved().GetComposite().GetResource())
 	if err != nil {
 		response.Fatal(rsp, errors.Wrap(err, errDecodeMesh))
-		return rsp, nil
+		return rsp, resultInvalid, 0
 	}
 	log := f.log.WithValues("xr", xr.Namespace+"/"+xr.Name)
 
 	others, resolved := siblings(rsp, req, xr)
 	if !resolved {
 		// Crossplane calls again with what is required.
-		return rsp, nil
+		return rsp, resultWaiting, 0
 	}
 
 	obs, err := readObserved(req, xr)
 	if err != nil {
 		response.Fatal(rsp, errors.Wrap(err, errObserved))
-		return rsp, nil
+		return rsp, resultError, 0
 	}
 
 	now := time.Now
@@ -95,21 +108,22 @@ func (f *Function) RunFunction(_ context.Context, req *fnv1.RunFunctionRequest) 
 	switch {
 	case errors.As(err, &invalid):
 		response.Fatal(rsp, err)
-		return rsp, nil
+		return rsp, resultInvalid, 0
 	case errors.As(err, &overlap):
 		log.Info("Freezing the mesh: its networks overlap", "overlaps", len(overlap.Overlaps))
 		if err := freeze(rsp, req, obs, overlap); err != nil {
 			response.Fatal(rsp, errors.Wrap(err, errCompose))
+			return rsp, resultError, 0
 		}
-		return rsp, nil
+		return rsp, resultFrozen, proto.Size(rsp)
 	case err != nil:
 		response.Fatal(rsp, errors.Wrap(err, errPlan))
-		return rsp, nil
+		return rsp, resultError, 0
 	}
 
 	if err := compose(rsp, xr, obs, plan, f.maxPeerSet); err != nil {
 		response.Fatal(rsp, errors.Wrap(err, errCompose))
-		return rsp, nil
+		return rsp, resultError, 0
 	}
 	problems := deliveryProblems(xr, obs)
 	for member, msg := range plan.Withheld {
@@ -117,18 +131,19 @@ func (f *Function) RunFunction(_ context.Context, req *fnv1.RunFunctionRequest) 
 	}
 	if err := writeStatus(rsp, plan, problems); err != nil {
 		response.Fatal(rsp, errors.Wrap(err, errStatus))
-		return rsp, nil
+		return rsp, resultError, 0
 	}
 	limit := maxResponseBytes
 	if f.maxResponse > 0 {
 		limit = f.maxResponse
 	}
-	if n := proto.Size(rsp); n > limit {
+	n := proto.Size(rsp)
+	if n > limit {
 		hint := hintUsePeerSet
 		if xr.delivery() == deliveryPeerSet {
 			hint = hintSplitOrSkip
 		}
-		return tooLarge(req, ttl, n, hint), nil
+		return tooLarge(req, ttl, n, hint), resultTooLarge, n
 	}
 	if settling(rsp, obs) && ttl > settleTTL {
 		rsp.Meta.Ttl = durationpb.New(settleTTL)
@@ -138,7 +153,7 @@ func (f *Function) RunFunction(_ context.Context, req *fnv1.RunFunctionRequest) 
 		withhold(rsp, wait)
 	}
 	log.Debug("Planned the mesh", "peers", plan.Status.PeerCount, "skipped", plan.Status.SkippedNodeCount)
-	return rsp, nil
+	return rsp, resultPlanned, n
 }
 
 // settling tells whether composed resources are still becoming ready, none of

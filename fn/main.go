@@ -10,6 +10,9 @@ import (
 	// public certificates with, when the system offers none.
 	_ "golang.org/x/crypto/x509roots/fallback"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
 	function "github.com/crossplane/function-sdk-go"
 )
 
@@ -34,7 +37,10 @@ func (c *CLI) Run() error {
 	if err != nil {
 		return err
 	}
-	return function.Serve(&Function{log: log, ttl: c.ResponseTTL},
+	registry := prometheus.NewRegistry()
+	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return function.Serve(&Function{log: log, ttl: c.ResponseTTL, metrics: newMetrics(registry)},
+		function.WithMetricsRegistry(registry),
 		function.Listen(c.Network, c.Address),
 		function.MTLSCertificates(c.TLSCertsDir),
 		function.Insecure(c.Insecure),

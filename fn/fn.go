@@ -62,8 +62,6 @@ func (f *Function) RunFunction(_ context.Context, req *fnv1.RunFunctionRequest) 
 
 // run answers one call, and says how it ended and how large the planned
 // response was (0 when nothing was planned).
-//
-//nolint:gocyclo // One step after the other, each a line or two: splitting it would hide the order.
 func (f *Function) run(req *fnv1.RunFunctionRequest) (*fnv1.RunFunctionResponse, string, int) {
 	ttl := f.ttl
 	if ttl == 0 {

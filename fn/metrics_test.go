@@ -23,26 +23,34 @@ func TestMetrics(t *testing.T) {
 		wantObs uint64 // responses measured
 	}{
 		"Planned": {
-			reason:  "A mesh planned and composed counts as planned, and its response is measured.",
-			req:     func(t *testing.T) *fnv1.RunFunctionRequest { return request(xr(t, "PeerSet", "10.2.0.0/16"), observedTwo(t, "True"), noOtherMeshes) },
+			reason: "A mesh planned and composed counts as planned, and its response is measured.",
+			req: func(t *testing.T) *fnv1.RunFunctionRequest {
+				return request(xr(t, "PeerSet", "10.2.0.0/16"), observedTwo(t, "True"), noOtherMeshes)
+			},
 			want:    resultPlanned,
 			wantObs: 1,
 		},
 		"Waiting": {
 			reason: "A call before Crossplane resolved the requirements only asks for them.",
-			req:    func(t *testing.T) *fnv1.RunFunctionRequest { return request(xr(t, "PeerSet", "10.2.0.0/16"), observedTwo(t, "True"), nil) },
-			want:   resultWaiting,
+			req: func(t *testing.T) *fnv1.RunFunctionRequest {
+				return request(xr(t, "PeerSet", "10.2.0.0/16"), observedTwo(t, "True"), nil)
+			},
+			want: resultWaiting,
 		},
 		"Frozen": {
-			reason:  "Overlapping networks freeze the mesh: counted as frozen, its response measured.",
-			req:     func(t *testing.T) *fnv1.RunFunctionRequest { return request(xr(t, "PeerSet", "10.1.128.0/17"), observedTwo(t, "True"), noOtherMeshes) },
+			reason: "Overlapping networks freeze the mesh: counted as frozen, its response measured.",
+			req: func(t *testing.T) *fnv1.RunFunctionRequest {
+				return request(xr(t, "PeerSet", "10.1.128.0/17"), observedTwo(t, "True"), noOtherMeshes)
+			},
 			want:    resultFrozen,
 			wantObs: 1,
 		},
 		"Invalid": {
 			reason: "A spec that does not parse is a fatal result, counted as invalid.",
-			req:    func(t *testing.T) *fnv1.RunFunctionRequest { return request(xr(t, "PeerSet", "10.2.0.1/16"), observedTwo(t, "True"), noOtherMeshes) },
-			want:   resultInvalid,
+			req: func(t *testing.T) *fnv1.RunFunctionRequest {
+				return request(xr(t, "PeerSet", "10.2.0.1/16"), observedTwo(t, "True"), noOtherMeshes)
+			},
+			want: resultInvalid,
 		},
 		"TooLarge": {
 			reason:  "A response over the limit is a fatal result, counted as too_large, and its planned size is measured.",

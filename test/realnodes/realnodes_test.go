@@ -1,0 +1,408 @@
+//go:build realnodes
+
+// Package realnodes checks the real nodes of the local stack
+// (test/stack/node.sh, STACK_REAL_NODES=1): pods run, a Deployment behind a
+// ClusterIP Service answers a client pod by its ClusterIP and by its DNS
+// name, and the stack's teardown leaves nothing on the machine.
+//
+//	go test -tags realnodes -count=1 -v ./test/realnodes/   (root)
+package realnodes
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+)
+
+// clusters of the run: two, so that each node is seen to keep to itself.
+var clusters = []string{"cluster-a", "cluster-b"}
+
+// kernelSettings are what a kubelet sets at start unless told not to; the
+// nodes' kubelets must leave the machine's as they are.
+var kernelSettings = []string{
+	"vm/overcommit_memory", "vm/panic_on_oom", "kernel/panic", "kernel/panic_on_oops",
+	"kernel/keys/root_maxkeys", "kernel/keys/root_maxbytes",
+}
+
+// hostPaths are paths shared by every kubelet and containerd of the
+// machine; a node of the stack must not create them.
+var hostPaths = []string{"/var/lib/kubelet", "/var/lib/cni", "/run/containerd", "/var/log/containers", "/var/log/pods"}
+
+func TestRealNodes(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("real nodes need root")
+	}
+	top, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A short folder: containerd's socket paths must stay under 108 bytes.
+	dir, err := os.MkdirTemp("", "kmrn") //nolint:usetesting // kept when the test fails, for its logs
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := machine(t)
+
+	down := func() error {
+		return script(t, top, dir, "down.sh")
+	}
+	stopped := false
+	t.Cleanup(func() {
+		if !stopped {
+			if err := down(); err != nil {
+				t.Errorf("down.sh: %v", err)
+			}
+		}
+		if !t.Failed() {
+			_ = os.RemoveAll(dir)
+		} else {
+			t.Logf("run folder kept: %s", dir)
+		}
+	})
+	if err := script(t, top, dir, "up.sh", clusters...); err != nil {
+		t.Fatalf("up.sh: %v", err)
+	}
+
+	for _, c := range clusters {
+		t.Run(c, func(t *testing.T) { services(t, top, dir, c) })
+	}
+
+	stopped = true
+	if err := down(); err != nil {
+		t.Fatalf("down.sh: %v", err)
+	}
+	after := machine(t)
+	for _, l := range leftovers(t, dir, before, after) {
+		t.Errorf("left behind: %s", l)
+	}
+}
+
+// services runs the Deployment, the Service and the client pod in one
+// cluster and asks through the client.
+func services(t *testing.T, top, dir, c string) {
+	kc := func(args ...string) string {
+		t.Helper()
+		out, err := kubectl(t.Context(), top, dir, c, nil, args...)
+		if err != nil {
+			t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		return strings.TrimSpace(out)
+	}
+	if out, err := kubectl(t.Context(), top, dir, c, strings.NewReader(manifests), "apply", "-f", "-"); err != nil {
+		t.Fatalf("applying the manifests: %v\n%s", err, out)
+	}
+	kc("rollout", "status", "deployment/hello", "--timeout=120s")
+	kc("wait", "--for=condition=Ready", "pod/probe", "--timeout=120s")
+	// The client answers from its pod address, which the host reaches
+	// through the node's link.
+	probe := "http://" + kc("get", "pod", "probe", "-o", "jsonpath={.status.podIP}") + ":8080"
+	clusterIP := kc("get", "service", "hello", "-o", "jsonpath={.spec.clusterIP}")
+	pods := strings.Fields(kc("get", "pods", "-l", "app=hello", "-o", "jsonpath={.items[*].metadata.name}"))
+	sort.Strings(pods)
+	if len(pods) != 2 {
+		t.Fatalf("pods of Deployment hello: %v, want two", pods)
+	}
+	node := kc("get", "pod", "probe", "-o", "jsonpath={.spec.nodeName}")
+	if node != c+"-node" {
+		t.Errorf("probe runs on %q, want %s-node", node, c)
+	}
+
+	// get asks the client pod to GET u, until the answer holds want or the
+	// attempts run out (kube-proxy and CoreDNS take their time to see new
+	// Services).
+	get := func(u, want string) string {
+		t.Helper()
+		var last string
+		for range 60 {
+			last = ask(probe + "/get?url=" + url.QueryEscape(u))
+			if strings.Contains(last, want) {
+				return last
+			}
+			time.Sleep(500 * time.Millisecond)
+		}
+		t.Fatalf("GET %s from the client pod: %q, want it to hold %q", u, last, want)
+		return ""
+	}
+
+	t.Run("ClusterIP", func(t *testing.T) {
+		get("http://"+clusterIP+"/", "200\nhello from pod hello-")
+		// Both replicas answer behind the ClusterIP, once kube-proxy has
+		// both endpoints: requests in bursts, a pause between them.
+		seen := map[string]bool{}
+		for i := 0; i < 400 && len(seen) < len(pods); i++ {
+			body := get("http://"+clusterIP+"/", "200\nhello from pod hello-")
+			seen[strings.Fields(strings.TrimPrefix(body, "200\nhello from pod "))[0]] = true
+			if i%20 == 19 {
+				time.Sleep(500 * time.Millisecond)
+			}
+		}
+		var got []string
+		for n := range seen {
+			got = append(got, n)
+		}
+		sort.Strings(got)
+		if fmt.Sprint(got) != fmt.Sprint(pods) {
+			t.Errorf("replicas that answered at %s: %v, want %v", clusterIP, got, pods)
+		}
+	})
+	t.Run("DNS", func(t *testing.T) {
+		var resolved string
+		for range 60 {
+			resolved = strings.TrimSpace(ask(probe + "/dns?name=hello.default.svc.cluster.local"))
+			if resolved == clusterIP {
+				break
+			}
+			time.Sleep(500 * time.Millisecond)
+		}
+		if resolved != clusterIP {
+			t.Fatalf("hello.default.svc.cluster.local resolved in the client pod to %q, want %s", resolved, clusterIP)
+		}
+		get("http://hello.default.svc.cluster.local/", "200\nhello from pod hello-")
+		// The short name, through the pod's search path.
+		get("http://hello/", "200\nhello from pod hello-")
+	})
+	t.Run("APIServer", func(t *testing.T) {
+		// The kubernetes Service reaches the apiserver through the node's
+		// forwarder, with the pod's ServiceAccount token and CA.
+		var last string
+		for range 60 {
+			if last = ask(probe + "/api?path=/version"); strings.Contains(last, `"gitVersion": "v1.34.4"`) {
+				return
+			}
+			time.Sleep(500 * time.Millisecond)
+		}
+		t.Fatalf("the apiserver from the client pod: %q", last)
+	})
+}
+
+// ask GETs u from the host and returns the body, or the error as text.
+func ask(u string) string {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return err.Error()
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err.Error()
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return string(b)
+}
+
+const manifests = `
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: hello, namespace: default}
+spec:
+  replicas: 2
+  selector: {matchLabels: {app: hello}}
+  template:
+    metadata: {labels: {app: hello}}
+    spec:
+      securityContext: {runAsNonRoot: true, runAsUser: 65532}
+      containers:
+      - name: hello
+        image: stack.local/hello:v1
+        imagePullPolicy: Never
+        ports: [{containerPort: 8080}]
+        readinessProbe: {httpGet: {path: /, port: 8080}, periodSeconds: 2}
+        securityContext: {allowPrivilegeEscalation: false, capabilities: {drop: [ALL]}}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: hello, namespace: default}
+spec:
+  selector: {app: hello}
+  ports: [{port: 80, targetPort: 8080}]
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: probe, namespace: default}
+spec:
+  securityContext: {runAsNonRoot: true, runAsUser: 65532}
+  containers:
+  - name: probe
+    image: stack.local/probe:v1
+    imagePullPolicy: Never
+    ports: [{containerPort: 8080}]
+    readinessProbe: {httpGet: {path: /, port: 8080}, periodSeconds: 2}
+    securityContext: {allowPrivilegeEscalation: false, capabilities: {drop: [ALL]}}
+`
+
+// script runs test/stack/NAME with the run folder and real nodes.
+func script(t *testing.T, top, dir, name string, args ...string) error {
+	t.Helper()
+	// Not the test's context: down.sh also runs in a cleanup, after it ends.
+	cmd := exec.CommandContext(context.Background(), filepath.Join(top, "test", "stack", name), args...)
+	cmd.Env = append(os.Environ(), "STACK_DIR="+dir, "STACK_REAL_NODES=1")
+	out, err := cmd.CombinedOutput()
+	t.Logf("%s %s:\n%s", name, strings.Join(args, " "), out)
+	return err
+}
+
+func kubectl(ctx context.Context, top, dir, c string, stdin io.Reader, args ...string) (string, error) {
+	cmd := exec.CommandContext(ctx, filepath.Join(top, ".cache", "bin", "kubectl"),
+		append([]string{"--kubeconfig", filepath.Join(dir, c, "kubeconfig")}, args...)...)
+	cmd.Stdin = stdin
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+// state is what the check compares before and after a run.
+type state struct {
+	nftTables string
+	netns     map[string]bool
+	links     map[string]bool
+	kernel    map[string]string
+	paths     map[string]bool
+}
+
+func machine(t *testing.T) state {
+	t.Helper()
+	s := state{netns: map[string]bool{}, links: map[string]bool{}, kernel: map[string]string{}, paths: map[string]bool{}}
+	out, err := exec.CommandContext(t.Context(), "nft", "list", "tables").CombinedOutput()
+	if err != nil {
+		t.Fatalf("nft list tables: %v\n%s", err, out)
+	}
+	s.nftTables = string(out)
+	out, err = exec.CommandContext(t.Context(), "ip", "netns", "list").CombinedOutput()
+	if err != nil {
+		t.Fatalf("ip netns list: %v\n%s", err, out)
+	}
+	for _, l := range strings.Split(string(out), "\n") {
+		if f := strings.Fields(l); len(f) > 0 {
+			s.netns[f[0]] = true
+		}
+	}
+	out, err = exec.CommandContext(t.Context(), "ip", "-o", "link", "show").CombinedOutput()
+	if err != nil {
+		t.Fatalf("ip link show: %v\n%s", err, out)
+	}
+	for _, l := range strings.Split(string(out), "\n") {
+		if f := strings.Fields(l); len(f) > 1 {
+			s.links[strings.SplitN(strings.TrimSuffix(f[1], ":"), "@", 2)[0]] = true
+		}
+	}
+	for _, k := range kernelSettings {
+		b, err := os.ReadFile("/proc/sys/" + k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.kernel[k] = strings.TrimSpace(string(b))
+	}
+	for _, p := range hostPaths {
+		_, err := os.Lstat(p)
+		s.paths[p] = err == nil
+	}
+	return s
+}
+
+// leftovers compares the machine after the run with before it, and looks
+// for anything of the run's nodes: namespaces, links, routes, cgroups,
+// mounts, processes.
+func leftovers(t *testing.T, dir string, before, after state) []string {
+	t.Helper()
+	var left []string
+	if after.nftTables != before.nftTables {
+		left = append(left, fmt.Sprintf("nft tables of the host: %q, before: %q", after.nftTables, before.nftTables))
+	}
+	for n := range after.netns {
+		if !before.netns[n] {
+			left = append(left, "network namespace "+n)
+		}
+	}
+	for l := range after.links {
+		if !before.links[l] {
+			left = append(left, "link "+l)
+		}
+	}
+	for k, v := range after.kernel {
+		if before.kernel[k] != v {
+			left = append(left, fmt.Sprintf("kernel setting %s: %s, before: %s", k, v, before.kernel[k]))
+		}
+	}
+	for p, ok := range after.paths {
+		if ok && !before.paths[p] {
+			left = append(left, "host path "+p)
+		}
+	}
+	plans, _ := filepath.Glob(filepath.Join(dir, "*", "node", "plan*"))
+	if len(plans) != len(clusters) {
+		left = append(left, fmt.Sprintf("node plans: %v, want one per cluster", plans))
+	}
+	var cgroots []string
+	for _, f := range plans {
+		p := plan(t, f)
+		cgroots = append(cgroots, p["CGROOT"])
+		out, _ := exec.CommandContext(t.Context(), "ip", "-o", "route", "show", p["POD_CIDR"]).CombinedOutput()
+		if strings.TrimSpace(string(out)) != "" {
+			left = append(left, "route "+strings.TrimSpace(string(out)))
+		}
+		hierarchies, _ := filepath.Glob("/sys/fs/cgroup/*")
+		for _, h := range hierarchies {
+			if _, err := os.Stat(h + p["CGROOT"]); err == nil {
+				left = append(left, "cgroup "+h+p["CGROOT"])
+			}
+		}
+	}
+	mi, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(string(mi), "\n") {
+		if f := strings.Fields(l); len(f) > 4 && strings.HasPrefix(f[4], dir+"/") {
+			left = append(left, "mount "+f[4])
+		}
+	}
+	procs, _ := filepath.Glob("/proc/[0-9]*")
+	for _, p := range procs {
+		env, _ := os.ReadFile(p + "/environ")
+		cmdline, _ := os.ReadFile(p + "/cmdline")
+		cg, _ := os.ReadFile(p + "/cgroup")
+		switch {
+		case bytes.Contains(env, []byte("KILOMESH_STACK_DIR="+dir+"\x00")):
+			left = append(left, "process "+p+" of the run: "+strings.ReplaceAll(string(cmdline), "\x00", " "))
+		case bytes.Contains(cmdline, []byte(dir+"/")):
+			left = append(left, "process "+p+" naming the run folder: "+strings.ReplaceAll(string(cmdline), "\x00", " "))
+		default:
+			for _, r := range cgroots {
+				if bytes.Contains(cg, []byte(":"+r+"/")) || bytes.Contains(cg, []byte(":"+r+"\n")) {
+					left = append(left, "process "+p+" in cgroup "+r)
+					break
+				}
+			}
+		}
+	}
+	return left
+}
+
+// plan reads a node's plan file (NAME='value' lines).
+func plan(t *testing.T, f string) map[string]string {
+	t.Helper()
+	b, err := os.ReadFile(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := map[string]string{}
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	for sc.Scan() {
+		if k, v, ok := strings.Cut(sc.Text(), "="); ok {
+			p[k] = strings.Trim(v, "'")
+		}
+	}
+	return p
+}

@@ -15,6 +15,16 @@
 #   node.sh up CLUSTER          start the node (its apiserver must be ready)
 #   node.sh addons CLUSTER      kube-proxy (DaemonSet) and CoreDNS
 #                               (Deployment) on the cluster, waited for
+#   node.sh forward CLUSTER NAME PORT
+#                               127.0.0.1:PORT of the host (an apiserver,
+#                               the registry) at 0.0.0.0:PORT in the node's
+#                               namespace: its address, its pods' gateway
+#   node.sh registry CLUSTER PORT
+#                               the stack's registry (127.0.0.1:PORT) for
+#                               the node's containerd and pods, at
+#                               <node IP>:PORT, plain HTTP
+#   node.sh import CLUSTER TARBALL...
+#                               images into the node's containerd
 #   node.sh down CLUSTER        stop the node and remove everything it made
 #   node.sh leftovers           print what any node of this run left behind;
 #                               exits 1 if anything
@@ -187,12 +197,7 @@ cmd_up() {
 
   # The apiserver, seen from the node: 0.0.0.0:<port> of the namespace (lo,
   # eth0, the bridge) relays to 127.0.0.1:<port> of the host.
-  mkdir -p "$STACK_DIR/netns"
-  stack_proxy_script >"$STACK_DIR/netns/proxy.py"
-  stack_start "$c-node-api-bridge" python3 "$STACK_DIR/netns/proxy.py" unix "$nd/api.sock" "$ap"
-  stack_wait_for 30 "the API bridge of $NODE" test -S "$nd/api.sock"
-  stack_start "$c-node-api" nsenter --net="/var/run/netns/$NODE_NETNS" \
-    python3 "$STACK_DIR/netns/proxy.py" tcp "$ap" "$nd/api.sock" 0.0.0.0
+  cmd_forward "$c" api "$ap"
 
   mkdir -p "$cd/cni/net.d" "$cd/certs.d" "$nd/cni-ipam"
   cat >"$cd/cni/net.d/10-stack.conflist" <<JSON
@@ -304,6 +309,43 @@ YAML
   # fixture Nodes NotReady), so the taint is taken off as it would.
   kc "$c" taint node "$NODE" node.kubernetes.io/not-ready:NoSchedule- >/dev/null 2>&1 || true
   stack_log "$c: node $NODE Ready"
+}
+
+cmd_forward() {
+  local c=$1 name=$2 port=$3 nd
+  load_plan "$c" || stack_die "no plan for $c's node"
+  nd=$(node_dir "$c")
+  mkdir -p "$STACK_DIR/netns" "$nd/fwd"
+  stack_proxy_script >"$STACK_DIR/netns/proxy.py"
+  stack_start "$c-fwd-$name-bridge" python3 "$STACK_DIR/netns/proxy.py" unix "$nd/fwd/$name.sock" "$port"
+  stack_wait_for 30 "the bridge of $name into $NODE" test -S "$nd/fwd/$name.sock"
+  stack_start "$c-fwd-$name" nsenter --net="/var/run/netns/$NODE_NETNS" \
+    python3 "$STACK_DIR/netns/proxy.py" tcp "$port" "$nd/fwd/$name.sock" 0.0.0.0
+  stack_wait_for 30 "$name in $NODE at $NODE_IP:$port" in_node bash -c "exec 3<>/dev/tcp/$NODE_IP/$port"
+}
+
+cmd_registry() {
+  local c=$1 port=$2 d
+  load_plan "$c" || stack_die "no plan for $c's node"
+  cmd_forward "$c" registry "$port"
+  # containerd reads the hosts folder at every pull.
+  d=$(node_dir "$c")/containerd/certs.d/$NODE_IP:$port
+  mkdir -p "$d"
+  cat >"$d/hosts.toml" <<TOML
+server = "http://$NODE_IP:$port"
+[host."http://$NODE_IP:$port"]
+  capabilities = ["pull", "resolve"]
+TOML
+}
+
+cmd_import() {
+  local c=$1 f sock
+  shift
+  load_plan "$c" || stack_die "no plan for $c's node"
+  sock=$(node_dir "$c")/containerd/containerd.sock
+  for f in "$@"; do
+    ctr --address "$sock" -n k8s.io images import "$f" >/dev/null
+  done
 }
 
 cmd_addons() {
@@ -454,7 +496,7 @@ node_pids() {
 }
 
 cmd_down() {
-  local c=$1 nd cd ids id pids i m
+  local c=$1 nd cd ids id pids i m f
   load_plan "$c" || return 0
   nd=$(node_dir "$c")
   cd=$nd/containerd
@@ -478,7 +520,12 @@ cmd_down() {
     sleep 0.2
   done
   [ -z "$(node_pids "$nd" "$CGROOT")" ] || stack_log "$c: processes of $NODE are still running: $(node_pids "$nd" "$CGROOT" | tr '\n' ' ')"
-  stack_stop "$c-node-api" "$c-node-api-bridge" "$c-node-registry" "$c-node-registry-bridge"
+  local fwd=()
+  for f in "$STACK_DIR/pids/$c"-fwd-*.pid; do
+    [ -e "$f" ] || continue
+    fwd+=("$(basename "$f" .pid)")
+  done
+  [ ${#fwd[@]} -eq 0 ] || stack_stop "${fwd[@]}"
   # The mount namespace goes once its last process has gone and its file
   # is unbound; then any mount left under the node's folder (none
   # expected), deepest first.
@@ -588,6 +635,9 @@ case "${1:-}" in
   packages) cmd_packages ;;
   images) cmd_images ;;
   up) cmd_up "$2" ;;
+  forward) cmd_forward "$2" "$3" "$4" ;;
+  registry) cmd_registry "$2" "$3" ;;
+  import) c=$2; shift 2; cmd_import "$c" "$@" ;;
   addons) cmd_addons "$2" ;;
   down) cmd_down "$2" ;;
   leftovers) cmd_leftovers ;;

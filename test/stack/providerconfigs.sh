@@ -8,6 +8,8 @@
 #
 #   test/stack/providerconfigs.sh NAMESPACE [CLUSTER...]   (default: every cluster)
 #
+# On a stack with real nodes (STACK_REAL_NODES=1) the server address is
+# where the management node's pods reach the member (<CLUSTER>_POD_SERVER).
 # A copy of each member's kubeconfig is kept in
 # $STACK_DIR/members/<cluster>.kubeconfig (the tests look for its token).
 set -euo pipefail
@@ -24,7 +26,14 @@ mgmt=$STACK_MANAGEMENT
 
 mkdir -p "$STACK_DIR/members"
 for c in "${clusters[@]}"; do
-  stack_doc_run docs/install.md member member="$c" ctx="$c" ns="$ns" >/dev/null
+  override=()
+  if [ "${STACK_REAL_NODES:-}" = 1 ]; then
+    # The providers run in pods of the management node: the member's
+    # apiserver is at the forwarder there, not at the host's loopback.
+    v=$(stack_var "$c" POD_SERVER)
+    override=(server="${!v}")
+  fi
+  stack_doc_run docs/install.md member member="$c" ctx="$c" ns="$ns" "${override[@]}" >/dev/null
   kcfg=$STACK_DIR/members/$c.kubeconfig
   if [ ! -s "$kcfg" ]; then
     (umask 077; stack_kubectl "$mgmt" -n "$ns" get secret "$c-kubeconfig" -o 'go-template={{index .data "kubeconfig" | base64decode}}' >"$kcfg")

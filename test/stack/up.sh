@@ -122,7 +122,7 @@ stack_set_ready etcd "$etcd_url/health"
 
 # Certificates and keys of one cluster, in $STACK_DIR/<cluster>.
 make_pki() {
-  local c=$1 svc_ip=$2 d=$STACK_DIR/$1
+  local c=$1 svc_ip=$2 d=$STACK_DIR/$1 extra=${mgmt_node_ip:+,IP:$mgmt_node_ip}
   mkdir -p "$d"
   (
     cd "$d"
@@ -134,7 +134,7 @@ make_pki() {
     openssl req -newkey rsa:2048 -nodes -sha256 \
       -keyout apiserver.key -out apiserver.csr -subj "/CN=kube-apiserver" 2>/dev/null
     printf '%s\n' \
-      "subjectAltName=IP:127.0.0.1,DNS:localhost,IP:$svc_ip,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc" \
+      "subjectAltName=IP:127.0.0.1,DNS:localhost,IP:$svc_ip,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc$extra" \
       "extendedKeyUsage=serverAuth" \
       "keyUsage=critical,digitalSignature,keyEncipherment" >apiserver.ext
     openssl x509 -req -sha256 -days 3650 -in apiserver.csr -CA ca.crt -CAkey ca.key \
@@ -167,6 +167,13 @@ node_tokens() {
   node_ip[$c]=$(plan_var "$c" NODE_IP)
 }
 
+# With real nodes, the management cluster's pods (Crossplane's providers)
+# reach every apiserver at the management node's address, where a
+# forwarder listens: every serving certificate names it.
+mgmt_node_ip=
+if [ "$real_nodes" = 1 ]; then
+  mgmt_node_ip=$(plan_var "${clusters[0]}" NODE_IP)
+fi
 stack_log "making certificates and keys"
 i=0
 pki_pids=()
@@ -192,7 +199,9 @@ for c in "${clusters[@]}"; do
   sched_port[$c]=${ports[$((4 + 3 * i))]}
   # With a real node, pods reach the apiserver at the kubernetes Service,
   # whose endpoint (the lease reconciler's) is the node's address: a
-  # forwarder there relays to the apiserver on the host's loopback.
+  # forwarder there relays to the apiserver on the host's loopback. The
+  # apiserver calls webhooks at their Service's endpoints (pod addresses,
+  # routed to the node), not at ClusterIPs, which the host does not route.
   node_flags=(--advertise-address=127.0.0.1 --endpoint-reconciler-type=none --authorization-mode=RBAC)
   if [ -n "${node_ip[$c]:-}" ]; then
     # shellcheck disable=SC2054 # commas inside flag values
@@ -200,6 +209,7 @@ for c in "${clusters[@]}"; do
       --advertise-address="${node_ip[$c]}" --endpoint-reconciler-type=lease
       --authorization-mode=Node,RBAC --enable-admission-plugins=NodeRestriction
       --allow-privileged=true --kubelet-preferred-address-types=InternalIP
+      --enable-aggregator-routing=true
     )
   fi
   svc_cidr[$c]=10.$((96 + i)).0.0/16
@@ -235,8 +245,9 @@ done
 kcm_controllers=garbagecollector,namespace,serviceaccount,serviceaccount-token
 if [ "$real_nodes" = 1 ]; then
   # What pods need: a kube-root-ca.crt ConfigMap in every namespace (their
-  # projected token volumes), Deployments, DaemonSets, EndpointSlices.
-  kcm_controllers=$kcm_controllers,root-ca-cert-publisher,deployment,replicaset,daemonset,endpointslice
+  # projected token volumes), Deployments, DaemonSets, EndpointSlices; and
+  # what Crossplane's Helm chart needs: its ClusterRoles are aggregated.
+  kcm_controllers=$kcm_controllers,root-ca-cert-publisher,deployment,replicaset,daemonset,endpointslice,clusterrole-aggregation
 fi
 for c in "${clusters[@]}"; do
   wants_kcm "$c" || [ "$real_nodes" = 1 ] || continue
@@ -310,6 +321,8 @@ env_tmp=$STACK_DIR/env.tmp
       for v in NODE NODE_IP NODE_NETNS POD_CIDR DNS_IP; do
         printf "%s='%s'\n" "$(stack_var "$c" "$v")" "$(plan_var "$c" "$v")"
       done
+      # Where the management cluster's pods reach this apiserver.
+      printf "%s='%s'\n" "$(stack_var "$c" POD_SERVER)" "https://$mgmt_node_ip:${api_port[$c]}"
     fi
   done
 } >"$env_tmp"
@@ -331,6 +344,10 @@ if [ "$real_nodes" = 1 ]; then
   done
   for p in "${node_pids[@]}"; do
     wait "$p" || stack_die "kube-proxy or CoreDNS did not come up"
+  done
+  # Every other apiserver, from the management node (its own is there).
+  for c in "${clusters[@]:1}"; do
+    "$STACK_TOP/test/stack/node.sh" forward "${clusters[0]}" "$c-api" "${api_port[$c]}"
   done
 fi
 stack_log "stack up in $((SECONDS - started))s; env in $STACK_DIR/env; stop with test/stack/down.sh"

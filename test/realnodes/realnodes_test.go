@@ -172,6 +172,14 @@ func services(t *testing.T, top, dir, c string) {
 		// The short name, through the pod's search path.
 		get("http://hello/", "200\nhello from pod hello-")
 	})
+	t.Run("Logs", func(t *testing.T) {
+		// The apiserver reaches the kubelet at the node's InternalIP with
+		// its client certificate.
+		out, err := kubectl(t.Context(), top, dir, c, nil, "-n", "kube-system", "logs", "deployment/coredns")
+		if err != nil || !strings.Contains(out, "CoreDNS-") {
+			t.Errorf("kubectl logs of CoreDNS: %v\n%s", err, out)
+		}
+	})
 	t.Run("APIServer", func(t *testing.T) {
 		// The kubernetes Service reaches the apiserver through the node's
 		// forwarder, with the pod's ServiceAccount token and CA.

@@ -139,6 +139,16 @@ make_pki() {
       "keyUsage=critical,digitalSignature,keyEncipherment" >apiserver.ext
     openssl x509 -req -sha256 -days 3650 -in apiserver.csr -CA ca.crt -CAkey ca.key \
       -set_serial "0x$(openssl rand -hex 8)" -extfile apiserver.ext -out apiserver.crt 2>/dev/null
+    if [ -n "$mgmt_node_ip" ]; then
+      # The apiserver's client certificate for the kubelets (logs, exec),
+      # which accept x509 of the cluster's CA.
+      openssl req -newkey rsa:2048 -nodes -sha256 -keyout kubelet-client.key -out kubelet-client.csr \
+        -subj "/O=system:masters/CN=kube-apiserver-kubelet-client" 2>/dev/null
+      printf '%s\n' "extendedKeyUsage=clientAuth" "keyUsage=critical,digitalSignature,keyEncipherment" >kubelet-client.ext
+      openssl x509 -req -sha256 -days 3650 -in kubelet-client.csr -CA ca.crt -CAkey ca.key \
+        -set_serial "0x$(openssl rand -hex 8)" -extfile kubelet-client.ext -out kubelet-client.crt 2>/dev/null
+      rm -f kubelet-client.csr kubelet-client.ext
+    fi
     openssl genrsa -out sa.key 2048 2>/dev/null
     openssl rsa -in sa.key -pubout -out sa.pub 2>/dev/null
     rm -f apiserver.csr apiserver.ext
@@ -210,6 +220,7 @@ for c in "${clusters[@]}"; do
       --authorization-mode=Node,RBAC --enable-admission-plugins=NodeRestriction
       --allow-privileged=true --kubelet-preferred-address-types=InternalIP
       --enable-aggregator-routing=true
+      --kubelet-client-certificate="$d/kubelet-client.crt" --kubelet-client-key="$d/kubelet-client.key"
     )
   fi
   svc_cidr[$c]=10.$((96 + i)).0.0/16

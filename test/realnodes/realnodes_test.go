@@ -25,9 +25,6 @@ import (
 	"time"
 )
 
-// clusters of the run: two, so that each node is seen to keep to itself.
-var clusters = []string{"cluster-a", "cluster-b"}
-
 // kernelSettings are what a kubelet sets at start unless told not to; the
 // nodes' kubelets must leave the machine's as they are.
 var kernelSettings = []string{
@@ -40,6 +37,108 @@ var kernelSettings = []string{
 var hostPaths = []string{"/var/lib/kubelet", "/var/lib/cni", "/run/containerd", "/var/log/containers", "/var/log/pods"}
 
 func TestRealNodes(t *testing.T) {
+	run(t, []string{"cluster-a", "cluster-b"}, func(top, dir string) {
+		for _, c := range []string{"cluster-a", "cluster-b"} {
+			t.Run(c, func(t *testing.T) { services(t, top, dir, c) })
+		}
+	})
+}
+
+// TestCrossplaneOnRealNodes installs Crossplane by its Helm chart on the
+// management cluster's node and kilomesh as docs/install.md says
+// (crossplane-up.sh), and a ClusterMesh of three members converges.
+func TestCrossplaneOnRealNodes(t *testing.T) {
+	members := []string{"cluster-a", "cluster-b", "cluster-c"}
+	run(t, members, func(top, dir string) {
+		if err := script(t, top, dir, "crossplane-up.sh"); err != nil {
+			t.Fatalf("crossplane-up.sh: %v", err)
+		}
+		kc := func(args ...string) string {
+			t.Helper()
+			out, err := kubectl(t.Context(), top, dir, "cluster-a", nil, args...)
+			if err != nil {
+				t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
+			}
+			return strings.TrimSpace(out)
+		}
+		if got := kc("-n", "crossplane-system", "get", "deployment", "crossplane", "-o", `jsonpath={.metadata.labels.app\.kubernetes\.io/managed-by}`); got != "Helm" {
+			t.Errorf("Deployment crossplane is managed by %q, want Helm", got)
+		}
+		// The packages' runtimes are pods on the node, their images pulled
+		// from the registry at the node's address; nothing runs them as
+		// local processes.
+		env := readEnv(t, dir)
+		registry := env["REGISTRY_NODE_ADDRESS"]
+		if registry == "" {
+			t.Fatal("no REGISTRY_NODE_ADDRESS in the env file")
+		}
+		images := kc("-n", "crossplane-system", "get", "pods", "-o",
+			`jsonpath={range .items[*]}{.metadata.name} {.spec.nodeName} {.status.phase} {.spec.containers[0].image}{"\n"}{end}`)
+		for _, want := range []string{"kilomesh-function-kilomesh-", "kilomesh-provider-kilomesh-", "crossplane-contrib-provider-kubernetes-"} {
+			found := false
+			for _, l := range strings.Split(images, "\n") {
+				f := strings.Fields(l)
+				if len(f) == 4 && strings.HasPrefix(f[0], want) {
+					found = true
+					if f[1] != "cluster-a-node" || f[2] != "Running" || !strings.HasPrefix(f[3], registry+"/") {
+						t.Errorf("pod %s: node %s, phase %s, image %s; want cluster-a-node, Running, from %s", f[0], f[1], f[2], f[3], registry)
+					}
+				}
+			}
+			if !found {
+				t.Errorf("no pod %s* in crossplane-system:\n%s", want, images)
+			}
+		}
+		for _, p := range []string{"package-runtime", "function-kilomesh", "provider-kilomesh", "provider-kubernetes", "crossplane", "rbac-manager"} {
+			if _, err := os.Stat(filepath.Join(dir, "pids", p+".pid")); err == nil {
+				t.Errorf("%s runs as a local process", p)
+			}
+		}
+		// The apiserver calls a webhook of a pod: provider-kubernetes
+		// converts a v1alpha1 Object to its stored version.
+		obj := "apiVersion: kubernetes.crossplane.io/v1alpha1\nkind: Object\nmetadata: {name: conversion}\nspec:\n  forProvider:\n    manifest: {apiVersion: v1, kind: ConfigMap, metadata: {name: c, namespace: default}}\n"
+		if out, err := kubectl(t.Context(), top, dir, "cluster-a", strings.NewReader(obj), "apply", "--dry-run=server", "-f", "-"); err != nil {
+			t.Errorf("an Object through provider-kubernetes' conversion webhook: %v\n%s", err, out)
+		}
+
+		if err := script(t, top, dir, "providerconfigs.sh", append([]string{"network"}, members...)...); err != nil {
+			t.Fatalf("providerconfigs.sh: %v", err)
+		}
+		meshtool := filepath.Join(dir, "meshtool")
+		build := exec.CommandContext(t.Context(), "go", "build", "-o", meshtool, "./test/stack/meshtool")
+		build.Dir = top
+		if out, err := build.CombinedOutput(); err != nil {
+			t.Fatalf("building meshtool: %v\n%s", err, out)
+		}
+		tool := func(args ...string) error {
+			cmd := exec.CommandContext(t.Context(), meshtool, args...)
+			cmd.Env = append(os.Environ(), "STACK_DIR="+dir)
+			out, err := cmd.CombinedOutput()
+			t.Logf("meshtool %s:\n%s", strings.Join(args, " "), out)
+			return err
+		}
+		if err := tool(append([]string{"seed"}, members...)...); err != nil {
+			t.Fatalf("meshtool seed: %v", err)
+		}
+		if err := script(t, top, dir, "doc.sh", "docs/install.md", "mesh"); err != nil {
+			t.Fatalf("docs/install.md mesh: %v", err)
+		}
+		if err := tool("wait", "--namespace", "network", "--name", "mesh", "--timeout", "5m"); err != nil {
+			t.Fatalf("the ClusterMesh did not converge: %v", err)
+		}
+		for _, c := range members {
+			out, err := kubectl(t.Context(), top, dir, c, nil, "get", "peers.kilo.squat.ai", "-o", "name")
+			if err != nil || len(strings.Fields(out)) == 0 {
+				t.Errorf("Peers in %s: %v %q", c, err, out)
+			}
+		}
+	})
+}
+
+// run starts a stack of real nodes for clusters in a new folder, runs
+// body, stops the stack and checks that it left nothing on the machine.
+func run(t *testing.T, clusters []string, body func(top, dir string)) {
+	t.Helper()
 	if os.Getuid() != 0 {
 		t.Skip("real nodes need root")
 	}
@@ -74,18 +173,22 @@ func TestRealNodes(t *testing.T) {
 		t.Fatalf("up.sh: %v", err)
 	}
 
-	for _, c := range clusters {
-		t.Run(c, func(t *testing.T) { services(t, top, dir, c) })
-	}
+	body(top, dir)
 
 	stopped = true
 	if err := down(); err != nil {
 		t.Fatalf("down.sh: %v", err)
 	}
 	after := machine(t)
-	for _, l := range leftovers(t, dir, before, after) {
+	for _, l := range leftovers(t, dir, len(clusters), before, after) {
 		t.Errorf("left behind: %s", l)
 	}
+}
+
+// readEnv reads the stack's env file.
+func readEnv(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	return plan(t, filepath.Join(dir, "env"))
 }
 
 // services runs the Deployment, the Service and the client pod in one
@@ -322,7 +425,7 @@ func machine(t *testing.T) state {
 // leftovers compares the machine after the run with before it, and looks
 // for anything of the run's nodes: namespaces, links, routes, cgroups,
 // mounts, processes.
-func leftovers(t *testing.T, dir string, before, after state) []string {
+func leftovers(t *testing.T, dir string, clusters int, before, after state) []string {
 	t.Helper()
 	var left []string
 	if after.nftTables != before.nftTables {
@@ -349,7 +452,7 @@ func leftovers(t *testing.T, dir string, before, after state) []string {
 		}
 	}
 	plans, _ := filepath.Glob(filepath.Join(dir, "*", "node", "plan*"))
-	if len(plans) != len(clusters) {
+	if len(plans) != clusters {
 		left = append(left, fmt.Sprintf("node plans: %v, want one per cluster", plans))
 	}
 	var cgroots []string

@@ -146,7 +146,7 @@ cmd_up() {
   cd=$nd/containerd
   ap_var=$(stack_var "$c" PORT)
   ap=${!ap_var}
-  if ip -o route show "$CLUSTER_CIDR" root "$CLUSTER_CIDR" | grep -q . || ip -o addr show to "$HOST_IP/30" | grep -q .; then
+  if ip -o route show root "$CLUSTER_CIDR" | grep -q . || ip -o addr show to "$HOST_IP/30" | grep -q .; then
     stack_die "$CLUSTER_CIDR is in use on this machine (another run's real node?): one real-node stack per machine"
   fi
 

@@ -275,12 +275,16 @@ func services(t *testing.T, top, dir, c string) {
 		// The short name, through the pod's search path.
 		get("http://hello/", "200\nhello from pod hello-")
 	})
-	t.Run("Logs", func(t *testing.T) {
+	t.Run("LogsAndExec", func(t *testing.T) {
 		// The apiserver reaches the kubelet at the node's InternalIP with
 		// its client certificate.
 		out, err := kubectl(t.Context(), top, dir, c, nil, "-n", "kube-system", "logs", "deployment/coredns")
 		if err != nil || !strings.Contains(out, "CoreDNS-") {
 			t.Errorf("kubectl logs of CoreDNS: %v\n%s", err, out)
+		}
+		out, err = kubectl(t.Context(), top, dir, c, nil, "-n", "kube-system", "exec", "deployment/coredns", "--", "/usr/local/bin/coredns", "-version")
+		if err != nil || !strings.Contains(out, "CoreDNS-1.14.7") {
+			t.Errorf("kubectl exec in CoreDNS: %v\n%s", err, out)
 		}
 	})
 	t.Run("APIServer", func(t *testing.T) {

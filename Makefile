@@ -66,6 +66,11 @@ e2e: ## End-to-end tests on local API servers, Crossplane and kilomesh's package
 .PHONY: test
 test: check-generate lint unit fuzz package-check render-check docs-check e2e ## Run every test.
 
+.PHONY: realnodes
+realnodes: ## Real nodes (root): pods behind a Service in two clusters; Crossplane by its Helm chart, kilomesh as pods, a mesh of three; teardown checked (~2 min warm).
+	test/tools/build.sh etcd kube kube-node coredns helm crossplane crossplane-cli crane provider-kubernetes
+	go test -tags realnodes -count=1 -v -timeout 20m ./test/realnodes/
+
 .PHONY: bench
 bench: ## Run the benchmarks: function and planner, then provider-kilomesh against real API servers (~5 min).
 	go test -run='^$$' -bench=. -benchmem ./fn/...

@@ -32,6 +32,14 @@
 #                    spaces, e.g. "--circuit-breaker-burst=1000" (default
 #                    none: Crossplane's defaults, what users get)
 #
+# On a stack with real nodes (up.sh with STACK_REAL_NODES=1) Crossplane is
+# installed as users install it instead: its own Helm chart (v2.4.2, from
+# the Go module cache; webhooks on, default values but its image) on the
+# management cluster's node, the registry reachable from that node at
+# <node IP>:<port>, and the packages' runtimes as the Deployments
+# Crossplane makes (providers and the function), pulled by the node's
+# containerd; runtime.sh and the RBAC manager process are not used.
+#
 # Every process is started with stack_start, so down.sh stops exactly them.
 # Appends the addresses of what it started to $STACK_DIR/env (see README.md).
 set -euo pipefail
@@ -58,6 +66,7 @@ done
 if [ "${STACK_NO_BUILD:-}" != 1 ]; then
   stack_log "building Crossplane, crane and provider-kubernetes (skipped when up to date; the first build takes minutes)"
   "$STACK_TOP/test/tools/build.sh" crossplane crossplane-cli crane provider-kubernetes
+  [ "${STACK_REAL_NODES:-}" != 1 ] || "$STACK_TOP/test/tools/build.sh" helm
   for p in function provider configuration provider-kubernetes; do
     stack_log "building the $p package"
     VERSION=$version "$STACK_TOP/package/build.sh" "$p" >/dev/null
@@ -106,6 +115,80 @@ stack_set_ready registry "http://$registry/v2/"
 stack_wait_ready registry "$timeout"
 VERSION=$version "$STACK_TOP/package/push.sh" "$registry" function provider configuration provider-kubernetes >/dev/null
 stack_log "pushed kilomesh $version and provider-kubernetes to $registry"
+
+if [ "${STACK_REAL_NODES:-}" = 1 ]; then
+  node_ip_var=$(stack_var "$mgmt" NODE_IP)
+  node_registry=${!node_ip_var}:$reg_port
+  stack_log "the registry for $mgmt's node and its pods at $node_registry"
+  "$STACK_TOP/test/stack/node.sh" registry "$mgmt" "$reg_port"
+  printf "REGISTRY_NODE_ADDRESS='%s'\n" "$node_registry" >>"$STACK_DIR/env"
+
+  # Crossplane's image, as its release image is laid out: the core binary
+  # as entrypoint, the core CRDs in /crds, the webhook configurations in
+  # /webhookconfigurations (where `core init` looks by default).
+  xp_cluster=$(dirname "$xp_crds")
+  "$STACK_DIR/images/bin/podimage" --tag "stack.local/crossplane:$xp_version" --out "$STACK_DIR/images/crossplane.tar" \
+    --uid 65532 --entrypoint /usr/local/bin/crossplane --file "$STACK_BIN/crossplane-core:/usr/local/bin/crossplane" \
+    --file "$xp_crds:/crds" --file "$xp_cluster/webhookconfigurations/usage.yaml:/webhookconfigurations/usage.yaml"
+  "$STACK_TOP/test/stack/node.sh" import "$mgmt" "$STACK_DIR/images/crossplane.tar"
+
+  stack_log "helm install crossplane (the chart of Crossplane $xp_version; image stack.local/crossplane:$xp_version)"
+  mkdir -p "$STACK_DIR/helm"
+  HELM_CACHE_HOME=$STACK_DIR/helm/cache HELM_CONFIG_HOME=$STACK_DIR/helm/config HELM_DATA_HOME=$STACK_DIR/helm/data \
+    KUBECONFIG=$STACK_DIR/$mgmt/kubeconfig "$STACK_BIN/helm" install crossplane "$xp_cluster/charts/crossplane" \
+    --namespace "$ns" --create-namespace \
+    --set image.repository=stack.local/crossplane --set "image.tag=$xp_version" \
+    --wait --timeout "${timeout}s" >"$STACK_DIR/logs/helm-install.log" 2>&1 ||
+    { tail -n 20 "$STACK_DIR/logs/helm-install.log" >&2; stack_die "helm install crossplane failed"; }
+  kc -n "$ns" rollout status deployment/crossplane deployment/crossplane-rbac-manager --timeout="${timeout}s" >/dev/null
+
+  # The registry in place of xpkg.crossplane.io, at the node's address.
+  kc apply -f - >/dev/null <<YAML
+apiVersion: pkg.crossplane.io/v1beta1
+kind: ImageConfig
+metadata:
+  name: kilomesh-node-registry
+spec:
+  matchImages:
+  - type: Prefix
+    prefix: xpkg.crossplane.io/kilomesh/
+  rewriteImage:
+    prefix: $node_registry/kilomesh/
+---
+apiVersion: pkg.crossplane.io/v1beta1
+kind: ImageConfig
+metadata:
+  name: crossplane-contrib-node-registry
+spec:
+  matchImages:
+  - type: Prefix
+    prefix: xpkg.crossplane.io/crossplane-contrib/
+  rewriteImage:
+    prefix: $node_registry/crossplane-contrib/
+---
+apiVersion: pkg.crossplane.io/v1beta1
+kind: ImageConfig
+metadata:
+  name: provider-kilomesh-runtime-node-registry
+spec:
+  matchImages:
+  - type: Prefix
+    prefix: $node_registry/kilomesh/provider-kilomesh
+  runtime:
+    configRef:
+      name: provider-kilomesh
+YAML
+  stack_log "docs/install.md: the grant of provider-kilomesh in the control plane"
+  stack_doc_run docs/install.md control-plane-grant >/dev/null
+  stack_log "docs/install.md: crossplane xpkg install configuration xpkg.crossplane.io/kilomesh/configuration-kilomesh:$version"
+  stack_doc_run docs/install.md install-configuration >/dev/null
+  stack_wait_for "$timeout" "the CRDs of the managed resources" kc get crd \
+    objects.kubernetes.m.crossplane.io providerconfigs.kubernetes.m.crossplane.io \
+    nodeinventories.kube.kilomesh.io peersets.kube.kilomesh.io
+  stack_log "kilomesh installed on $mgmt's node in $((SECONDS - started))s"
+  kc -n "$ns" get pods -o wide >&2
+  exit 0
+fi
 
 # --- Crossplane core and its RBAC manager ---
 xp=$STACK_DIR/crossplane

@@ -13,6 +13,11 @@
 #   test/stack/demo.sh        (make demo)
 #   test/stack/demo-down.sh   (make demo-down) stops exactly what it started
 #
+# As root it gives every cluster a real node (STACK_REAL_NODES=1, see
+# node.sh): Crossplane is installed by its Helm chart on cluster-a's node
+# and runs kilomesh's packages as pods. STACK_REAL_NODES=0 (or not root)
+# runs the earlier way: Crossplane and the packages as local processes.
+#
 # It runs in STACK_DIR (default .run/demo). Run it again while the demo is
 # up to print the mesh again.
 set -euo pipefail
@@ -46,15 +51,40 @@ wait_for_pid() {
 
 kc() { stack_kubectl cluster-a "$@"; }
 
-if stack_running crossplane >/dev/null && stack_running provider-kilomesh >/dev/null; then
+if [ -z "${STACK_REAL_NODES:-}" ]; then
+  if [ "$(id -u)" = 0 ]; then
+    STACK_REAL_NODES=1
+  else
+    stack_log "not root: no real nodes; Crossplane and the packages run as local processes"
+    STACK_REAL_NODES=0
+  fi
+fi
+[ "$STACK_REAL_NODES" = 1 ] || STACK_REAL_NODES=
+export STACK_REAL_NODES
+
+running() {
+  if [ -f "$STACK_DIR/env" ] && grep -qx "STACK_REAL_NODES='1'" "$STACK_DIR/env"; then
+    stack_running registry >/dev/null && stack_running cluster-a-kubelet >/dev/null
+  else
+    stack_running crossplane >/dev/null && stack_running provider-kilomesh >/dev/null
+  fi
+}
+
+if running; then
   stack_log "the demo is already running in $STACK_DIR; showing it again (make demo-down stops it)"
 else
   stack_log "building the tools (cached in .cache/bin; the first build takes 10 to 20 minutes on 2 cores)"
-  progress "building the tools" "$STACK_TOP/test/tools/build.sh" etcd kube crossplane crossplane-cli crane provider-kubernetes wireguard-go
+  tools=(etcd kube crossplane crossplane-cli crane provider-kubernetes wireguard-go)
+  [ -z "$STACK_REAL_NODES" ] || tools+=(kube-node coredns helm)
+  progress "building the tools" "$STACK_TOP/test/tools/build.sh" "${tools[@]}"
   for p in function provider configuration provider-kubernetes; do
     progress "building the $p package" env VERSION=v0.1.0 "$STACK_TOP/package/build.sh" "$p" >/dev/null
   done
-  stack_log "starting three member clusters (cluster-a is also the management cluster)"
+  if [ -n "$STACK_REAL_NODES" ]; then
+    stack_log "starting three member clusters with a real node each (cluster-a is also the management cluster)"
+  else
+    stack_log "starting three member clusters (cluster-a is also the management cluster)"
+  fi
   "$here/up.sh" cluster-a cluster-b cluster-c >/dev/null
   STACK_NO_BUILD=1 "$here/crossplane-up.sh"
   "$here/providerconfigs.sh" network cluster-a cluster-b cluster-c
@@ -89,6 +119,7 @@ cat <<EOF
 The demo runs in $STACK_DIR ($((SECONDS - started))s to get here). Try:
   export KUBECONFIG=$STACK_DIR/cluster-a/kubeconfig
   .cache/bin/kubectl get clustermesh,nodeinventories,objects -n network
+  .cache/bin/kubectl get pods -A -o wide          (with real nodes: Crossplane and the packages as pods)
   .cache/bin/kubectl --kubeconfig $STACK_DIR/cluster-b/kubeconfig get peers
   .cache/bin/kubectl --kubeconfig $STACK_DIR/cluster-c/kubeconfig annotate node node-c1 --overwrite kilo.squat.ai/force-endpoint=192.0.2.99:51820
   STACK_DIR=$STACK_DIR $STACK_DIR/bin/meshtool show

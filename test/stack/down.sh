@@ -2,7 +2,8 @@
 # Stops the processes of the local stack: exactly the PIDs recorded in
 # $STACK_DIR/pids, and only while they still carry this stack's marker.
 #
-#   test/stack/down.sh            stop everything, newest first
+#   test/stack/down.sh            stop everything, newest first (real
+#                                 nodes first of all: node.sh down)
 #   test/stack/down.sh NAME...    stop only these (e.g. cluster-b-apiserver);
 #                                 test/stack/start.sh NAME starts them again
 #
@@ -16,6 +17,13 @@ if [ $# -gt 0 ]; then
   stack_stop "$@"
   exit 0
 fi
+
+# Real nodes first (node.sh down): their kubelets, pods, containerd,
+# namespaces, cgroups and mounts, while the rest still runs.
+for f in "$STACK_DIR"/*/node/plan; do
+  [ -e "$f" ] || continue
+  "$STACK_TOP/test/stack/node.sh" down "$(basename "$(dirname "$(dirname "$f")")")" || true
+done
 
 # Newest first, so that clients go before the servers they talk to; pid
 # files that are not in the start order (recorded by hand) go first of all.

@@ -310,8 +310,9 @@ SH
 }
 
 # stack_proxy_script prints a byte proxy: "unix SOCKET PORT" accepts on
-# SOCKET and connects to 127.0.0.1:PORT; "tcp PORT SOCKET" accepts on
-# 127.0.0.1:PORT and connects to SOCKET.
+# SOCKET and connects to 127.0.0.1:PORT; "tcp PORT SOCKET [ADDRESS]" accepts
+# on ADDRESS:PORT (default 127.0.0.1; 0.0.0.0 only inside a network
+# namespace of the stack) and connects to SOCKET.
 stack_proxy_script() {
   cat <<'PY'
 import os
@@ -360,9 +361,10 @@ if sys.argv[1] == "unix":
     serve(lis, lambda: socket.create_connection(("127.0.0.1", port)))
 else:
     port, path = int(sys.argv[2]), sys.argv[3]
+    addr = sys.argv[4] if len(sys.argv) > 4 else "127.0.0.1"
     lis = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     lis.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    lis.bind(("127.0.0.1", port))
+    lis.bind((addr, port))
     lis.listen(64)
 
     def dial():

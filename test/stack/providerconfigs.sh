@@ -12,6 +12,8 @@
 # delivery: Objects, a ClusterProviderConfig <NAMESPACE>-<cluster> per member
 # for the same Secret.
 #
+# On a stack with real nodes (STACK_REAL_NODES=1) the server address is
+# where the management node's pods reach the member (<CLUSTER>_POD_SERVER).
 # A copy of each member's kubeconfig is kept in
 # $STACK_DIR/members/<cluster>.kubeconfig (the tests look for its token).
 set -euo pipefail
@@ -28,7 +30,14 @@ mgmt=$STACK_MANAGEMENT
 
 mkdir -p "$STACK_DIR/members"
 for c in "${clusters[@]}"; do
-  stack_doc_run docs/install.md member member="$c" ctx="$c" ns="$ns" >/dev/null
+  override=()
+  if [ "${STACK_REAL_NODES:-}" = 1 ]; then
+    # The providers run in pods of the management node: the member's
+    # apiserver is at the forwarder there, not at the host's loopback.
+    v=$(stack_var "$c" POD_SERVER)
+    override=(server="${!v}")
+  fi
+  stack_doc_run docs/install.md member member="$c" ctx="$c" ns="$ns" "${override[@]}" >/dev/null
   if [ "${STACK_CLUSTER_CONFIGS:-}" = 1 ]; then
     # delivery: Objects names ClusterProviderConfigs only: <ns>-<cluster>.
     stack_doc_run docs/install.md member-cluster-config member="$c" ns="$ns" >/dev/null

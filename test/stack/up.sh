@@ -13,6 +13,9 @@
 #   STACK_PEER_CRD     the Peer CRD file (default test/crds/kilo.squat.ai_peers.yaml)
 #   STACK_TIMEOUT      seconds to wait for each server (default 90)
 #   STACK_KEEP_ON_FAILURE=1 leaves started processes running when up.sh fails
+#   STACK_REAL_NODES=1 gives every cluster a real node (node.sh): containerd,
+#                      a kubelet, kube-scheduler, kube-proxy and CoreDNS as
+#                      pods; needs root (README.md, "Real nodes")
 #
 # Writes $STACK_DIR/env (see README.md) and prints it on stdout; progress goes
 # to stderr. Stop everything with test/stack/down.sh.
@@ -30,6 +33,11 @@ if [ "$(printf '%s\n' "${clusters[@]}" | sort | uniq -d)" != "" ]; then
   stack_die "cluster names repeat: ${clusters[*]}"
 fi
 timeout=${STACK_TIMEOUT:-90}
+real_nodes=${STACK_REAL_NODES:-}
+if [ "$real_nodes" = 1 ]; then
+  [ "$(id -u)" = 0 ] || stack_die "STACK_REAL_NODES=1 needs root"
+  [ ${#clusters[@]} -le 16 ] || stack_die "STACK_REAL_NODES=1 serves at most 16 clusters"
+fi
 peer_crd=${STACK_PEER_CRD:-$STACK_TOP/test/crds/kilo.squat.ai_peers.yaml}
 
 # in_list WORD LIST: LIST is "all" or words separated by spaces or commas.
@@ -63,12 +71,23 @@ if [ -n "$(ls -A "$STACK_DIR")" ]; then
       stack_die "a stack is running in $STACK_DIR (pid $pid); stop it with test/stack/down.sh"
     fi
   done
+  # A real node that a killed run left behind goes first: its mounts live
+  # under the folder.
+  for f in "$STACK_DIR"/*/node/plan; do
+    [ -e "$f" ] || continue
+    "$STACK_TOP/test/stack/node.sh" down "$(basename "$(dirname "$(dirname "$f")")")"
+  done
   find "$STACK_DIR" -mindepth 1 -delete
 fi
 touch "$marker"
 
 stack_log "building etcd and kube tools (skipped when up to date; the first build takes several minutes)"
 "$STACK_TOP/test/tools/build.sh" etcd kube
+if [ "$real_nodes" = 1 ]; then
+  "$STACK_TOP/test/stack/node.sh" packages
+  stack_log "building kubelet, kube-proxy, kube-scheduler and CoreDNS, and the pod images (skipped when up to date)"
+  "$STACK_TOP/test/stack/node.sh" images
+fi
 
 started=$SECONDS
 on_exit() {
@@ -82,7 +101,7 @@ trap on_exit EXIT
 
 # Ports: etcd client and peer, then per cluster the apiserver and the KCM.
 n=${#clusters[@]}
-read -r -a ports <<<"$(stack_free_ports $((2 + 2 * n)))"
+read -r -a ports <<<"$(stack_free_ports $((2 + 3 * n)))"
 etcd_port=${ports[0]}
 etcd_peer_port=${ports[1]}
 etcd_url=http://127.0.0.1:$etcd_port
@@ -103,7 +122,7 @@ stack_set_ready etcd "$etcd_url/health"
 
 # Certificates and keys of one cluster, in $STACK_DIR/<cluster>.
 make_pki() {
-  local c=$1 svc_ip=$2 d=$STACK_DIR/$1
+  local c=$1 svc_ip=$2 d=$STACK_DIR/$1 extra=${mgmt_node_ip:+,IP:$mgmt_node_ip}
   mkdir -p "$d"
   (
     cd "$d"
@@ -115,11 +134,21 @@ make_pki() {
     openssl req -newkey rsa:2048 -nodes -sha256 \
       -keyout apiserver.key -out apiserver.csr -subj "/CN=kube-apiserver" 2>/dev/null
     printf '%s\n' \
-      "subjectAltName=IP:127.0.0.1,DNS:localhost,IP:$svc_ip,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc" \
+      "subjectAltName=IP:127.0.0.1,DNS:localhost,IP:$svc_ip,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc$extra" \
       "extendedKeyUsage=serverAuth" \
       "keyUsage=critical,digitalSignature,keyEncipherment" >apiserver.ext
     openssl x509 -req -sha256 -days 3650 -in apiserver.csr -CA ca.crt -CAkey ca.key \
       -set_serial "0x$(openssl rand -hex 8)" -extfile apiserver.ext -out apiserver.crt 2>/dev/null
+    if [ -n "$mgmt_node_ip" ]; then
+      # The apiserver's client certificate for the kubelets (logs, exec),
+      # which accept x509 of the cluster's CA.
+      openssl req -newkey rsa:2048 -nodes -sha256 -keyout kubelet-client.key -out kubelet-client.csr \
+        -subj "/O=system:masters/CN=kube-apiserver-kubelet-client" 2>/dev/null
+      printf '%s\n' "extendedKeyUsage=clientAuth" "keyUsage=critical,digitalSignature,keyEncipherment" >kubelet-client.ext
+      openssl x509 -req -sha256 -days 3650 -in kubelet-client.csr -CA ca.crt -CAkey ca.key \
+        -set_serial "0x$(openssl rand -hex 8)" -extfile kubelet-client.ext -out kubelet-client.crt 2>/dev/null
+      rm -f kubelet-client.csr kubelet-client.ext
+    fi
     openssl genrsa -out sa.key 2048 2>/dev/null
     openssl rsa -in sa.key -pubout -out sa.pub 2>/dev/null
     rm -f apiserver.csr apiserver.ext
@@ -127,6 +156,34 @@ make_pki() {
   )
 }
 
+# The node's kubelet and kube-proxy get tokens of their own identities:
+# system:node:<node> (the Node authorizer and NodeRestriction) and
+# system:kube-proxy (bound to system:node-proxier by default).
+declare -A node_ip
+if [ "$real_nodes" = 1 ]; then
+  i=0
+  for c in "${clusters[@]}"; do
+    "$STACK_TOP/test/stack/node.sh" plan "$c" "$i" >/dev/null
+    i=$((i + 1))
+  done
+fi
+# plan_var CLUSTER NAME prints a value of the cluster's node plan.
+plan_var() { sed -n "s/^$2='\\(.*\\)'\$/\\1/p" "$STACK_DIR/$1/node/plan"; }
+node_tokens() {
+  local c=$1
+  [ -f "$STACK_DIR/$c/node/plan" ] || return 0
+  printf '%s,system:node:%s,node-%s,"system:nodes"\n' "$(plan_var "$c" NODE_TOKEN)" "$(plan_var "$c" NODE)" "$(plan_var "$c" NODE)" >>"$STACK_DIR/$c/tokens.csv"
+  printf '%s,system:kube-proxy,kube-proxy\n' "$(plan_var "$c" PROXY_TOKEN)" >>"$STACK_DIR/$c/tokens.csv"
+  node_ip[$c]=$(plan_var "$c" NODE_IP)
+}
+
+# With real nodes, the management cluster's pods (Crossplane's providers)
+# reach every apiserver at the management node's address, where a
+# forwarder listens: every serving certificate names it.
+mgmt_node_ip=
+if [ "$real_nodes" = 1 ]; then
+  mgmt_node_ip=$(plan_var "${clusters[0]}" NODE_IP)
+fi
 stack_log "making certificates and keys"
 i=0
 pki_pids=()
@@ -138,16 +195,36 @@ done
 for p in "${pki_pids[@]}"; do
   wait "$p" || stack_die "making certificates failed"
 done
+for c in "${clusters[@]}"; do
+  node_tokens "$c"
+done
 stack_wait_ready etcd "$timeout"
 
-declare -A api_port kcm_port svc_cidr token
+declare -A api_port kcm_port sched_port svc_cidr token
 i=0
 for c in "${clusters[@]}"; do
   d=$STACK_DIR/$c
-  api_port[$c]=${ports[$((2 + 2 * i))]}
-  kcm_port[$c]=${ports[$((3 + 2 * i))]}
+  api_port[$c]=${ports[$((2 + 3 * i))]}
+  kcm_port[$c]=${ports[$((3 + 3 * i))]}
+  sched_port[$c]=${ports[$((4 + 3 * i))]}
+  # With a real node, pods reach the apiserver at the kubernetes Service,
+  # whose endpoint (the lease reconciler's) is the node's address: a
+  # forwarder there relays to the apiserver on the host's loopback. The
+  # apiserver calls webhooks at their Service's endpoints (pod addresses,
+  # routed to the node), not at ClusterIPs, which the host does not route.
+  node_flags=(--advertise-address=127.0.0.1 --endpoint-reconciler-type=none --authorization-mode=RBAC)
+  if [ -n "${node_ip[$c]:-}" ]; then
+    # shellcheck disable=SC2054 # commas inside flag values
+    node_flags=(
+      --advertise-address="${node_ip[$c]}" --endpoint-reconciler-type=lease
+      --authorization-mode=Node,RBAC --enable-admission-plugins=NodeRestriction
+      --allow-privileged=true --kubelet-preferred-address-types=InternalIP
+      --enable-aggregator-routing=true
+      --kubelet-client-certificate="$d/kubelet-client.crt" --kubelet-client-key="$d/kubelet-client.key"
+    )
+  fi
   svc_cidr[$c]=10.$((96 + i)).0.0/16
-  token[$c]=$(cut -d, -f1 "$d/tokens.csv")
+  token[$c]=$(head -n1 "$d/tokens.csv" | cut -d, -f1)
   server=https://127.0.0.1:${api_port[$c]}
   stack_write_kubeconfig "$d/kubeconfig" "$c" "$c" "$server" "$d/ca.crt" "admin@$c" "${token[$c]}"
   stack_log "starting kube-apiserver of $c on $server"
@@ -155,8 +232,7 @@ for c in "${clusters[@]}"; do
     --etcd-servers="$etcd_url" \
     --etcd-prefix="/$c" \
     --bind-address=127.0.0.1 \
-    --advertise-address=127.0.0.1 \
-    --endpoint-reconciler-type=none \
+    "${node_flags[@]}" \
     --secure-port="${api_port[$c]}" \
     --tls-cert-file="$d/apiserver.crt" \
     --tls-private-key-file="$d/apiserver.key" \
@@ -166,7 +242,6 @@ for c in "${clusters[@]}"; do
     --service-account-signing-key-file="$d/sa.key" \
     --service-account-issuer="$server" \
     --service-cluster-ip-range="${svc_cidr[$c]}" \
-    --authorization-mode=RBAC \
     --enable-priority-and-fairness=false \
     --shutdown-watch-termination-grace-period=2s \
     --profiling=false
@@ -178,8 +253,15 @@ for c in "${clusters[@]}"; do
   stack_log "$c ready after $((SECONDS - started))s"
 done
 
+kcm_controllers=garbagecollector,namespace,serviceaccount,serviceaccount-token
+if [ "$real_nodes" = 1 ]; then
+  # What pods need: a kube-root-ca.crt ConfigMap in every namespace (their
+  # projected token volumes), Deployments, DaemonSets, EndpointSlices; and
+  # what Crossplane's Helm chart needs: its ClusterRoles are aggregated.
+  kcm_controllers=$kcm_controllers,root-ca-cert-publisher,deployment,replicaset,daemonset,endpointslice,clusterrole-aggregation
+fi
 for c in "${clusters[@]}"; do
-  wants_kcm "$c" || continue
+  wants_kcm "$c" || [ "$real_nodes" = 1 ] || continue
   d=$STACK_DIR/$c
   stack_log "starting kube-controller-manager of $c"
   stack_start "$c-kcm" "$STACK_BIN/kube-controller-manager" \
@@ -189,12 +271,23 @@ for c in "${clusters[@]}"; do
     --bind-address=127.0.0.1 \
     --secure-port="${kcm_port[$c]}" \
     --cert-dir="$d/kcm-certs" \
-    --controllers=garbagecollector,namespace,serviceaccount,serviceaccount-token \
+    --controllers="$kcm_controllers" \
     --leader-elect=false \
     --service-account-private-key-file="$d/sa.key" \
     --root-ca-file="$d/ca.crt" \
     --profiling=false
   stack_set_ready "$c-kcm" "https://127.0.0.1:${kcm_port[$c]}/healthz" -k
+  if [ "$real_nodes" = 1 ]; then
+    stack_start "$c-scheduler" "$STACK_BIN/kube-scheduler" \
+      --kubeconfig="$d/kubeconfig" \
+      --authentication-kubeconfig="$d/kubeconfig" \
+      --authorization-kubeconfig="$d/kubeconfig" \
+      --bind-address=127.0.0.1 \
+      --secure-port="${sched_port[$c]}" \
+      --leader-elect=false \
+      --profiling=false
+    stack_set_ready "$c-scheduler" "https://127.0.0.1:${sched_port[$c]}/healthz" -k
+  fi
 done
 
 for c in "${clusters[@]}"; do
@@ -207,8 +300,9 @@ for c in "${clusters[@]}"; do
   stack_kubectl "$c" wait --for=condition=Established --timeout="${timeout}s" crd/peers.kilo.squat.ai >/dev/null
 done
 for c in "${clusters[@]}"; do
-  wants_kcm "$c" || continue
+  wants_kcm "$c" || [ "$real_nodes" = 1 ] || continue
   stack_wait_ready "$c-kcm" "$timeout"
+  [ "$real_nodes" != 1 ] || stack_wait_ready "$c-scheduler" "$timeout"
 done
 
 env_tmp=$STACK_DIR/env.tmp
@@ -218,11 +312,12 @@ env_tmp=$STACK_DIR/env.tmp
   printf "STACK_CLUSTERS='%s'\n" "${clusters[*]}"
   printf "STACK_MANAGEMENT='%s'\n" "${clusters[0]}"
   printf "ETCD_ENDPOINT='%s'\n" "$etcd_url"
+  printf "STACK_REAL_NODES='%s'\n" "$real_nodes"
   for c in "${clusters[@]}"; do
     d=$STACK_DIR/$c
     crd=false kcm=false
     wants_peer_crd "$c" && crd=true
-    wants_kcm "$c" && kcm=true
+    if wants_kcm "$c" || [ "$real_nodes" = 1 ]; then kcm=true; fi
     printf "%s='%s'\n" \
       "$(stack_var "$c" SERVER)" "https://127.0.0.1:${api_port[$c]}" \
       "$(stack_var "$c" PORT)" "${api_port[$c]}" \
@@ -233,8 +328,38 @@ env_tmp=$STACK_DIR/env.tmp
       "$(stack_var "$c" SERVICE_CIDR)" "${svc_cidr[$c]}" \
       "$(stack_var "$c" KCM)" "$kcm" \
       "$(stack_var "$c" PEER_CRD)" "$crd"
+    if [ "$real_nodes" = 1 ]; then
+      for v in NODE NODE_IP NODE_NETNS POD_CIDR DNS_IP; do
+        printf "%s='%s'\n" "$(stack_var "$c" "$v")" "$(plan_var "$c" "$v")"
+      done
+      # Where the management cluster's pods reach this apiserver.
+      printf "%s='%s'\n" "$(stack_var "$c" POD_SERVER)" "https://$mgmt_node_ip:${api_port[$c]}"
+    fi
   done
 } >"$env_tmp"
 mv "$env_tmp" "$STACK_DIR/env"
+
+if [ "$real_nodes" = 1 ]; then
+  node_pids=()
+  for c in "${clusters[@]}"; do
+    "$STACK_TOP/test/stack/node.sh" up "$c" &
+    node_pids+=($!)
+  done
+  for p in "${node_pids[@]}"; do
+    wait "$p" || stack_die "a real node did not come up"
+  done
+  node_pids=()
+  for c in "${clusters[@]}"; do
+    "$STACK_TOP/test/stack/node.sh" addons "$c" &
+    node_pids+=($!)
+  done
+  for p in "${node_pids[@]}"; do
+    wait "$p" || stack_die "kube-proxy or CoreDNS did not come up"
+  done
+  # Every other apiserver, from the management node (its own is there).
+  for c in "${clusters[@]:1}"; do
+    "$STACK_TOP/test/stack/node.sh" forward "${clusters[0]}" "$c-api" "${api_port[$c]}"
+  done
+fi
 stack_log "stack up in $((SECONDS - started))s; env in $STACK_DIR/env; stop with test/stack/down.sh"
 cat "$STACK_DIR/env"

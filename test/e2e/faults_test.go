@@ -228,6 +228,10 @@ func testBadInput(ctx context.Context, t *testing.T, mode string, good meshRef) 
 			if errs[i] != nil {
 				t.Error(errs[i])
 			}
+			// kubectl kilomesh diagnose finds it, for that member.
+			if out, code := kilomesh(ctx, "diagnose", refs[i].name, "-n", ns); code != 2 || !strings.Contains(out, c.cluster) {
+				t.Errorf("kubectl kilomesh diagnose %s exited %d, want 2 and a finding for %s:\n%s", refs[i], code, c.cluster, out)
+			}
 		})
 	}
 	keepGood := ownedBy(good)

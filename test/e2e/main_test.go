@@ -30,6 +30,7 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -140,6 +141,10 @@ func run(m *testing.M) int {
 	}
 	defer dp.Close()
 	report = newReporter(filepath.Join(dir, "e2e-report.txt"))
+	if pluginBin, err = buildPlugin(ctx, dir); err != nil {
+		fmt.Fprintln(os.Stderr, "e2e:", err)
+		return 1
+	}
 	xpBreaker = watchBreaker(ctx)
 	code := m.Run()
 	report.write()
@@ -162,6 +167,38 @@ func scriptEnv(ctx context.Context, extra []string, name string, args ...string)
 		return fmt.Errorf("%s %s: %w", name, strings.Join(args, " "), err)
 	}
 	return nil
+}
+
+// pluginBin is kubectl-kilomesh, built from this tree.
+var pluginBin string
+
+// buildPlugin builds kubectl-kilomesh into dir/bin.
+func buildPlugin(ctx context.Context, dir string) (string, error) {
+	bin := filepath.Join(dir, "bin", "kubectl-kilomesh")
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/kubectl-kilomesh")
+	cmd.Dir = top
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("cannot build kubectl-kilomesh: %w: %s", err, out)
+	}
+	return bin, nil
+}
+
+// kilomesh runs kubectl-kilomesh against the management cluster, as its
+// admin, the way a user runs `kubectl kilomesh`, and returns its output and
+// exit code (0 converged or no finding, 1 could not run, 2 not converged or
+// an error found).
+func kilomesh(ctx context.Context, args ...string) (string, int) {
+	cmd := exec.CommandContext(ctx, pluginBin, append([]string{"--kubeconfig", env.Kubeconfig(env.Management())}, args...)...)
+	out, err := cmd.CombinedOutput()
+	code := 0
+	if err != nil {
+		code = 1
+		var exit *exec.ExitError
+		if errors.As(err, &exit) {
+			code = exit.ExitCode()
+		}
+	}
+	return string(out), code
 }
 
 // kubectl runs the stack's kubectl against a cluster as its admin.

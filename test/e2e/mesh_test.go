@@ -6,6 +6,8 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
@@ -222,6 +224,26 @@ func testCreate(ctx context.Context, t *testing.T, mode string, ref meshRef) {
 		}
 	}
 	t.Logf("Peers in every member after %.1fs, Ready after %.1fs:\n%s", took.Seconds(), time.Since(start).Seconds(), out)
+
+	// What kubectl kilomesh shows: converged, a picture, and the fixture's
+	// skipped nodes with their fixes.
+	if out, code := kilomesh(ctx, "status", ref.name, "-n", ref.ns, "--wait", "--timeout", "2m"); code != 0 {
+		t.Errorf("kubectl kilomesh status --wait exited %d, want 0 (converged):\n%s", code, out)
+	}
+	want := "<svg"
+	if _, err := exec.LookPath("dot"); err != nil {
+		want = "digraph" // without Graphviz the plugin gives the DOT source
+	}
+	pic, code := kilomesh(ctx, "graph", ref.name, "-n", ref.ns, "-o", "svg")
+	if code != 0 || !strings.Contains(pic, want) {
+		t.Errorf("kubectl kilomesh graph -o svg exited %d, want 0 and %q:\n%.500s", code, want, pic)
+	} else if err := os.WriteFile(filepath.Join(env.Dir, strings.ToLower(mode)+"-mesh.svg"), []byte(pic), 0o600); err != nil {
+		t.Error(err)
+	}
+	out, code = kilomesh(ctx, "diagnose", ref.name, "-n", ref.ns)
+	if code == 1 || !strings.Contains(out, "node-c2") {
+		t.Errorf("kubectl kilomesh diagnose exited %d, want the fixture's skipped nodes (node-c2, without an endpoint) reported:\n%s", code, out)
+	}
 }
 
 // columns reads a one-row kubectl table into column -> value.

@@ -160,6 +160,9 @@ func (c *connector) Connect(ctx context.Context, cr *v1alpha1.PeerSet) (managed.
 // PeerLister lists the Peers of a cluster.
 type PeerLister interface {
 	Peers(ctx context.Context) ([]*kilov1alpha1.Peer, error)
+	// PeersIncomplete names the bounds that left Peers of the cluster
+	// unread, or is empty.
+	PeersIncomplete() string
 }
 
 // An external keeps one set's Peers in its cluster. It reads the cluster
@@ -180,8 +183,15 @@ type external struct {
 
 // Observe compares the set with the Peers of the cluster. A set whose
 // selector reaches beyond its own namespace's meshes, or whose Peers would
-// not fit one object, is refused before anything is written.
+// not fit one object, is refused before anything is written. An error that
+// quotes the cluster is cut to remote.MaxErrorBytes, as are those of
+// Create, Update and Delete: each becomes the Synced condition's message.
 func (e *external) Observe(ctx context.Context, cr *v1alpha1.PeerSet) (managed.ExternalObservation, error) {
+	o, err := e.observe(ctx, cr)
+	return o, remote.CutError(err)
+}
+
+func (e *external) observe(ctx context.Context, cr *v1alpha1.PeerSet) (managed.ExternalObservation, error) {
 	selector, err := Selector(cr.GetNamespace(), cr.Spec.ForProvider.Selector)
 	if err != nil {
 		if meta.WasDeleted(cr) {
@@ -212,7 +222,7 @@ func (e *external) Observe(ctx context.Context, cr *v1alpha1.PeerSet) (managed.E
 	}
 	params := cr.Spec.ForProvider
 	params.Selector = selector
-	e.plan = NewPlan(params, actual)
+	e.plan = NewPlan(params, actual, e.peers.PeersIncomplete())
 	e.selector = selector
 	if meta.WasDeleted(cr) {
 		return managed.ExternalObservation{ResourceExists: len(e.plan.Owned) > 0}, nil
@@ -263,7 +273,7 @@ func (e *external) Update(ctx context.Context, cr *v1alpha1.PeerSet) (managed.Ex
 	out := e.applyAll(ctx, e.plan.Apply)
 	problems := append(append([]v1alpha1.PeerProblem(nil), e.plan.Problems...), out.rejected...)
 	sort.SliceStable(problems, func(i, j int) bool { return problems[i].Peer < problems[j].Peer })
-	setStatus(cr, e.plan.Desired, e.plan.Applied+len(e.plan.Apply)-len(out.rejected)-len(out.failed)-out.skipped, problems)
+	setStatus(cr, e.plan.Desired, e.plan.Applied+out.applied, problems)
 
 	var errs []error
 	if len(out.failed) > 0 {
@@ -275,7 +285,7 @@ func (e *external) Update(ctx context.Context, cr *v1alpha1.PeerSet) (managed.Ex
 		errs = append(errs, deleteError(derr, skipped, len(e.plan.Delete)))
 	}
 	if len(errs) > 0 {
-		return managed.ExternalUpdate{}, errors.Join(errs...)
+		return managed.ExternalUpdate{}, remote.CutError(errors.Join(errs...))
 	}
 	return managed.ExternalUpdate{}, nil
 }
@@ -283,7 +293,7 @@ func (e *external) Update(ctx context.Context, cr *v1alpha1.PeerSet) (managed.Ex
 // Delete deletes every Peer the set owns, and nothing else.
 func (e *external) Delete(ctx context.Context, _ *v1alpha1.PeerSet) (managed.ExternalDelete, error) {
 	if derr, skipped := e.deleteAll(ctx, e.plan.Owned); len(derr) > 0 || skipped > 0 {
-		return managed.ExternalDelete{}, deleteError(derr, skipped, len(e.plan.Owned))
+		return managed.ExternalDelete{}, remote.CutError(deleteError(derr, skipped, len(e.plan.Owned)))
 	}
 	return managed.ExternalDelete{}, nil
 }
@@ -309,6 +319,9 @@ type applied struct {
 	// skipped counts the Peers not tried once the cluster stopped
 	// answering.
 	skipped int
+	// applied counts the Peers written as desired: not those written with
+	// routes withheld.
+	applied int
 }
 
 // applyAll applies the changes, several at a time.
@@ -319,11 +332,14 @@ func (e *external) applyAll(ctx context.Context, changes []Change) applied {
 	)
 	out.skipped = forEach(len(changes), func(i int) error {
 		err := e.apply(ctx, changes[i])
-		if err == nil {
-			return nil
-		}
 		mu.Lock()
 		defer mu.Unlock()
+		if err == nil {
+			if !changes[i].Partial {
+				out.applied++
+			}
+			return nil
+		}
 		switch {
 		case kerrors.IsAlreadyExists(err):
 			out.rejected = append(out.rejected, v1alpha1.PeerProblem{Peer: changes[i].Want.Name, Reason: v1alpha1.ReasonPeerNameConflict, Message: fmt.Sprintf(msgFmtTaken, changes[i].Want.Name)})

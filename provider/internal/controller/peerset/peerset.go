@@ -26,6 +26,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	kerrors "k8s.io/apimachinery/pkg/api/errors"
@@ -61,6 +62,7 @@ const (
 	errFmtApply     = "cannot apply %d of %d Peers"
 	errFmtDelete    = "cannot delete %d of %d Peers"
 	errFmtSkipped   = "%d Peers were not written: the cluster stopped answering"
+	errFmtDeadline  = "the cluster did not complete the writes of this reconcile within %s; the rest follows at the next one"
 	errConvert      = "cannot convert the Peer for apply"
 	errFmtApplyPeer = "cannot apply Peer %q"
 	errFmtPutPeer   = "cannot replace Peer %q"
@@ -86,16 +88,27 @@ const ReasonPeerProblems xpv2.ConditionReason = "PeerProblems"
 // take seconds, not minutes.
 const workers = 16
 
+// DefaultWriteDeadline bounds the writes of one reconcile of a PeerSet, all
+// of them together: a member that answers its watch but stalls writes holds
+// a worker of the provider no longer than this per reconcile, and its sets
+// are retried with a growing backoff. 2,000 Peers take a few seconds.
+const DefaultWriteDeadline = 10 * time.Second
+
 // maxListed is how many problems a condition message names.
 const maxListed = 5
 
-// Setup adds a controller that reconciles PeerSets.
-func Setup(mgr ctrl.Manager, o controller.Options, reg *remote.Registry, usage *clients.UsageTracker, res *clients.Resolver) error {
+// Setup adds a controller that reconciles PeerSets. writeDeadline bounds
+// the writes of a reconcile; DefaultWriteDeadline when zero.
+func Setup(mgr ctrl.Manager, o controller.Options, reg *remote.Registry, usage *clients.UsageTracker, res *clients.Resolver, writeDeadline time.Duration) error {
 	name := managed.ControllerName(v1alpha1.PeerSetKind)
+	if writeDeadline <= 0 {
+		writeDeadline = DefaultWriteDeadline
+	}
 	c := &connector{
-		resolver: res,
-		usage:    usage,
-		registry: reg,
+		resolver:      res,
+		usage:         usage,
+		registry:      reg,
+		writeDeadline: writeDeadline,
 	}
 	opts := []managed.ReconcilerOption{
 		managed.WithTypedExternalConnector[*v1alpha1.PeerSet](c),
@@ -129,9 +142,10 @@ func Setup(mgr ctrl.Manager, o controller.Options, reg *remote.Registry, usage *
 }
 
 type connector struct {
-	resolver *clients.Resolver
-	usage    *clients.UsageTracker
-	registry *remote.Registry
+	resolver      *clients.Resolver
+	usage         *clients.UsageTracker
+	registry      *remote.Registry
+	writeDeadline time.Duration
 }
 
 // Connect returns an external client of the set's cluster.
@@ -154,7 +168,7 @@ func (c *connector) Connect(ctx context.Context, cr *v1alpha1.PeerSet) (managed.
 	if err != nil {
 		return nil, errors.Wrap(err, errClient)
 	}
-	return &external{peers: cl, kube: kc, origin: creds.Origin, manager: FieldManager(cr.GetNamespace(), cr.GetName())}, nil
+	return &external{peers: cl, kube: kc, origin: creds.Origin, manager: FieldManager(cr.GetNamespace(), cr.GetName()), writeDeadline: c.writeDeadline}, nil
 }
 
 // PeerLister lists the Peers of a cluster.
@@ -174,6 +188,8 @@ type external struct {
 	origin string
 	// manager is the set's own field manager.
 	manager string
+	// writeDeadline bounds the writes of one reconcile.
+	writeDeadline time.Duration
 
 	// plan is the result of the last Observe, used by the Create, Update or
 	// Delete of the same reconcile, and selector the set's selector.
@@ -268,9 +284,13 @@ func (e *external) Create(ctx context.Context, cr *v1alpha1.PeerSet) (managed.Ex
 // Update applies the desired Peers that are missing or differ and deletes
 // the owned Peers no longer desired. A Peer the API server rejects, or whose
 // name someone else took meanwhile, is reported as a problem; the others are
-// still applied. Once the cluster stops answering, nothing more is tried.
+// still applied. Once the cluster stops answering, or the writes of this
+// reconcile have taken writeDeadline, nothing more is tried: the reconcile
+// fails, and the rest follows at the next, after a backoff.
 func (e *external) Update(ctx context.Context, cr *v1alpha1.PeerSet) (managed.ExternalUpdate, error) {
-	out := e.applyAll(ctx, e.plan.Apply)
+	wctx, cancel := context.WithTimeout(ctx, e.deadlineOrDefault())
+	defer cancel()
+	out := e.applyAll(wctx, e.plan.Apply)
 	problems := append(append([]v1alpha1.PeerProblem(nil), e.plan.Problems...), out.rejected...)
 	sort.SliceStable(problems, func(i, j int) bool { return problems[i].Peer < problems[j].Peer })
 	setStatus(cr, e.plan.Desired, e.plan.Applied+out.applied, problems)
@@ -281,21 +301,40 @@ func (e *external) Update(ctx context.Context, cr *v1alpha1.PeerSet) (managed.Ex
 	}
 	if out.skipped > 0 {
 		errs = append(errs, errors.Errorf(errFmtSkipped, out.skipped))
-	} else if derr, skipped := e.deleteAll(ctx, e.plan.Delete); len(derr) > 0 || skipped > 0 {
+	} else if derr, skipped := e.deleteAll(wctx, e.plan.Delete); len(derr) > 0 || skipped > 0 {
 		errs = append(errs, deleteError(derr, skipped, len(e.plan.Delete)))
 	}
 	if len(errs) > 0 {
-		return managed.ExternalUpdate{}, remote.CutError(errors.Join(errs...))
+		return managed.ExternalUpdate{}, remote.CutError(e.deadline(wctx, errors.Join(errs...)))
 	}
 	return managed.ExternalUpdate{}, nil
 }
 
-// Delete deletes every Peer the set owns, and nothing else.
+// Delete deletes every Peer the set owns, and nothing else, within the
+// write deadline of a reconcile.
 func (e *external) Delete(ctx context.Context, _ *v1alpha1.PeerSet) (managed.ExternalDelete, error) {
-	if derr, skipped := e.deleteAll(ctx, e.plan.Owned); len(derr) > 0 || skipped > 0 {
-		return managed.ExternalDelete{}, remote.CutError(deleteError(derr, skipped, len(e.plan.Owned)))
+	wctx, cancel := context.WithTimeout(ctx, e.deadlineOrDefault())
+	defer cancel()
+	if derr, skipped := e.deleteAll(wctx, e.plan.Owned); len(derr) > 0 || skipped > 0 {
+		return managed.ExternalDelete{}, remote.CutError(e.deadline(wctx, deleteError(derr, skipped, len(e.plan.Owned))))
 	}
 	return managed.ExternalDelete{}, nil
+}
+
+func (e *external) deadlineOrDefault() time.Duration {
+	if e.writeDeadline <= 0 {
+		return DefaultWriteDeadline
+	}
+	return e.writeDeadline
+}
+
+// deadline says so first when the writes' deadline ended them: the
+// requests' own errors say only that they were cancelled.
+func (e *external) deadline(wctx context.Context, err error) error {
+	if errors.Is(wctx.Err(), context.DeadlineExceeded) {
+		return errors.Wrapf(err, errFmtDeadline, e.deadlineOrDefault())
+	}
+	return err
 }
 
 func deleteError(errs []error, skipped, total int) error {

@@ -295,16 +295,17 @@ func (f *feed) record(err error, changed, gone func()) {
 }
 
 // stable returns the lister with its requests' errors made stable (see
-// stable below), before anything of kilomesh's wraps them.
+// stable below), before anything of kilomesh's wraps them, and cut (see
+// CutError): client-go logs them as they are.
 func (lw lister) stable() lister {
 	return lister{
 		list: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 			l, err := lw.list(ctx, o)
-			return l, stable(err)
+			return l, CutError(stable(err))
 		},
 		watch: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
 			w, err := lw.watch(ctx, o)
-			return w, stable(err)
+			return w, CutError(stable(err))
 		},
 	}
 }

@@ -338,7 +338,7 @@ func (gw *guardedWatch) run() {
 // filter slims an event's object and decides whether it is passed on.
 func (gw *guardedWatch) filter(ev watch.Event, listing *bool) (watch.Event, bool) {
 	g := gw.g
-	switch ev.Type { //nolint:exhaustive // Errors pass on as they are.
+	switch ev.Type {
 	case watch.Added, watch.Modified:
 		ev.Object = g.limits.Slim(ev.Object)
 		switch g.admit(ev.Object, *listing) {
@@ -352,6 +352,13 @@ func (gw *guardedWatch) filter(ev watch.Event, listing *bool) (watch.Event, bool
 	case watch.Deleted:
 		ev.Object = g.limits.Slim(ev.Object)
 		return ev, g.forget(ev.Object)
+	case watch.Error:
+		// client-go logs what the member says, and makes it an error.
+		if s, ok := ev.Object.(*metav1.Status); ok && len(s.Message) > MaxErrorBytes {
+			s = s.DeepCopy()
+			s.Message = inventory.Cut(s.Message, MaxErrorBytes-len(cutMark)) + cutMark
+			ev.Object = s
+		}
 	case watch.Bookmark:
 		if m, err := meta.Accessor(ev.Object); err == nil && *listing && m.GetAnnotations()[initialEventsEnd] == "true" {
 			*listing = false

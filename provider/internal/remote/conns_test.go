@@ -347,6 +347,14 @@ func TestAnsweringSince(t *testing.T) {
 	if _, err := settled(t, f); err != nil {
 		t.Fatal(err)
 	}
+	// The store may have synced a moment before the feed records it.
+	for f.answeringSince().IsZero() {
+		select {
+		case <-f.outcome():
+		case <-time.After(30 * time.Second):
+			t.Fatal("the feed never recorded its first list")
+		}
+	}
 	if got := f.answeringSince(); !got.Equal(time.Unix(1000, 0)) {
 		t.Errorf("after the first list: want answering since 1000, got %v", got.Unix())
 	}

@@ -174,12 +174,12 @@ type hostile struct {
 	CA  []byte
 }
 
-func startHostile(t *testing.T, list http.HandlerFunc) *hostile {
+func startHostile(t *testing.T, list, peers http.HandlerFunc) *hostile {
 	t.Helper()
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		q := r.URL.Query()
 		switch {
-		case r.URL.Path != "/api/v1/nodes":
+		case r.URL.Path != "/api/v1/nodes" && (r.URL.Path != peersPath || peers == nil):
 			status(w, kerrors.NewNotFound(corev1.Resource("thing"), r.URL.Path))
 		case q.Get("watch") == "true" && q.Get("sendInitialEvents") == "true":
 			status(w, kerrors.NewBadRequest("sendInitialEvents is not supported"))
@@ -188,6 +188,8 @@ func startHostile(t *testing.T, list http.HandlerFunc) *hostile {
 			w.WriteHeader(http.StatusOK)
 			w.(http.Flusher).Flush()
 			<-r.Context().Done()
+		case r.URL.Path == peersPath:
+			peers(w, r)
 		default:
 			list(w, r)
 		}
@@ -199,6 +201,9 @@ func startHostile(t *testing.T, list http.HandlerFunc) *hostile {
 	})
 	return &hostile{URL: srv.URL, CA: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})}
 }
+
+// peersPath is where Kilo's Peers are listed.
+const peersPath = "/apis/kilo.squat.ai/v1alpha1/peers"
 
 func status(w http.ResponseWriter, err *kerrors.StatusError) {
 	s := err.Status()
@@ -227,8 +232,38 @@ func TestHostileMember(t *testing.T) {
 	cases := map[string]struct {
 		reason string
 		list   http.HandlerFunc
+		peers  http.HandlerFunc
 		check  func(ni *v1alpha1.NodeInventory) error
 	}{
+		"PeersInPages": {
+			reason: "Peers are listed in pages, however many the member has: a server that answers only pages is read whole.",
+			list:   func(w http.ResponseWriter, _ *http.Request) { nodeList(w) },
+			peers: func(w http.ResponseWriter, r *http.Request) {
+				q := r.URL.Query()
+				if q.Get("limit") != "500" {
+					status(w, kerrors.NewBadRequest("this server only answers pages of 500"))
+					return
+				}
+				l := kilov1alpha1.PeerList{TypeMeta: metav1.TypeMeta{Kind: "PeerList", APIVersion: kilov1alpha1.APIVersion}, ListMeta: metav1.ListMeta{ResourceVersion: "1"}}
+				page := q.Get("continue")
+				if page == "" {
+					page, l.Continue = "1", "2"
+				}
+				l.Items = []kilov1alpha1.Peer{{ObjectMeta: metav1.ObjectMeta{Name: "page-" + page, ResourceVersion: "1"}, Spec: kilov1alpha1.PeerSpec{PublicKey: keyA}}}
+				w.Header().Set("Content-Type", "application/json")
+				_ = json.NewEncoder(w).Encode(&l) //nolint:errchkjson // A write the provider does not read is the provider's to notice.
+			},
+			check: func(ni *v1alpha1.NodeInventory) error {
+				want := []v1alpha1.ForeignPeer{{Name: "page-1", PublicKey: keyA}, {Name: "page-2", PublicKey: keyA}}
+				if d := cmp.Diff(want, ni.Status.AtProvider.ForeignPeers); d != "" {
+					return fmt.Errorf("foreign Peers: -want +got:\n%s; conditions %v", d, ni.Status.Conditions)
+				}
+				if ni.Status.AtProvider.ForeignPeersIncomplete != "" {
+					return fmt.Errorf("foreignPeersIncomplete is %q", ni.Status.AtProvider.ForeignPeersIncomplete)
+				}
+				return nil
+			},
+		},
 		"NameOfAMebibyte": {
 			reason: "A Node name of 1 MiB is no name an API server accepts: the Node is not published, and the inventory says so.",
 			list: func(w http.ResponseWriter, _ *http.Request) {
@@ -288,14 +323,14 @@ func TestHostileMember(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			h := startHostile(t, tc.list)
+			h := startHostile(t, tc.list, tc.peers)
 			ns := namespace(ctx, t)
 			kc, err := testenv.Kubeconfig(h.URL, h.CA, "token")
 			if err != nil {
 				t.Fatal(err)
 			}
 			providerConfig(ctx, t, ns, "hostile", kc)
-			inventory(ctx, t, ns, "hostile", "hostile", v1alpha1.NodeInventoryParameters{})
+			inventory(ctx, t, ns, "hostile", "hostile", v1alpha1.NodeInventoryParameters{OwnedPeerLabels: map[string]string{"kilomesh.io/mesh": "m1"}})
 			// The test's context ends before its cleanups run.
 			cleanup := context.WithoutCancel(ctx)
 			t.Cleanup(func() {

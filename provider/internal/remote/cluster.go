@@ -336,7 +336,9 @@ func (c *Cluster) peerFeed() (*feed, bool, error) {
 		lw: lister{
 			list: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 				l := &kilov1alpha1.PeerList{}
-				return l, kc.List(ctx, l, &client.ListOptions{Raw: &o})
+				// controller-runtime takes a list's page from its own
+				// fields, not from Raw.
+				return l, kc.List(ctx, l, &client.ListOptions{Raw: &o, Limit: o.Limit, Continue: o.Continue})
 			},
 			watch: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
 				return kc.Watch(ctx, &kilov1alpha1.PeerList{}, &client.ListOptions{Raw: &o})

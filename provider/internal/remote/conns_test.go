@@ -158,6 +158,9 @@ func TestItems(t *testing.T) {
 					}, nil
 				},
 				watch: func(_ context.Context, o metav1.ListOptions) (watch.Interface, error) {
+					// The cluster answers nothing, not even a refusal,
+					// before it is released.
+					<-release
 					switch {
 					case tc.always != nil:
 						return nil, tc.always

@@ -627,6 +627,13 @@ func waitNamedNodes(ctx context.Context, t *testing.T, c client.Client, ns, name
 type provider struct {
 	pid     int
 	metrics string
+	cmd     *exec.Cmd
+}
+
+// stop ends the provider, by its own pid.
+func (p provider) stop() {
+	_ = p.cmd.Process.Kill()
+	_, _ = p.cmd.Process.Wait()
 }
 
 // startProvider builds provider-kilomesh and runs it as its own process, so
@@ -673,7 +680,7 @@ func startProvider(t *testing.T, kubeconfig []byte) provider {
 			t.Logf("provider log:\n%s", tail(string(b), 4000))
 		}
 	})
-	return provider{pid: cmd.Process.Pid, metrics: metrics}
+	return provider{pid: cmd.Process.Pid, metrics: metrics, cmd: cmd}
 }
 
 func tail(s string, n int) string {

@@ -22,6 +22,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	kilov1alpha1 "github.com/kilomesh/kilomesh/apis/kilo/v1alpha1"
 )
@@ -68,4 +69,24 @@ func StaleAt(lastSeen int64, now time.Time) (time.Time, bool) {
 		return time.Time{}, false
 	}
 	return time.Unix(at, 0), true
+}
+
+// StaleSince returns when a stale node turned stale: its heartbeat plus
+// StaleAfter or, for a node without a heartbeat (Kilo reads a missing or
+// unparseable one as 0), its creation plus StaleAfter. The moment is kept
+// within 1970 and now, in whole seconds, so that a forged heartbeat or
+// creation time always encodes; an inventory publishes it when the node
+// turns stale and keeps it while the node stays stale.
+func StaleSince(n *corev1.Node, now time.Time) metav1.Time {
+	at := n.CreationTimestamp.Add(StaleAfter)
+	if ls := LastSeen(n); ls != 0 {
+		at = time.Unix(max(ls, 0), 0).Add(StaleAfter)
+	}
+	if epoch := time.Unix(0, 0); at.Before(epoch) {
+		at = epoch
+	}
+	if at.After(now) {
+		at = now
+	}
+	return metav1.NewTime(at.UTC().Truncate(time.Second))
 }

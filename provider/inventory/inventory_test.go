@@ -17,16 +17,20 @@ limitations under the License.
 package inventory
 
 import (
+	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 
 	kilov1alpha1 "github.com/kilomesh/kilomesh/apis/kilo/v1alpha1"
 	"github.com/kilomesh/kilomesh/apis/kube/v1alpha1"
@@ -57,6 +61,8 @@ func TestObserveNodes(t *testing.T) {
 		reason string
 		args   args
 		want   []v1alpha1.ObservedNode
+		// cut is what the inventory says it left out.
+		cut string
 	}{
 		"Empty": {
 			reason: "No Nodes publish nothing.",
@@ -224,19 +230,77 @@ func TestObserveNodes(t *testing.T) {
 			}},
 		},
 		"NilNode": {
-			reason: "Nothing depends on Nodes being well-formed.",
+			reason: "Nothing depends on Nodes being well-formed: a Node without a name is none the API server keeps.",
 			args:   args{sel: labels.Everything(), nodes: []*corev1.Node{nil, {}}},
-			want:   []v1alpha1.ObservedNode{{Stale: true}},
+			cut:    ReasonBadName,
+		},
+		"BadNames": {
+			reason: "A Node whose name is no DNS subdomain of at most 253 bytes, which only a server that is not an API server sends, is not published, whether the selector selects it or not, and the inventory says so; its slim form neither.",
+			args: args{sel: labels.SelectorFromSet(labels.Set{"role": "edge"}), nodes: []*corev1.Node{
+				fresh(strings.Repeat("a", MaxNameBytes+1)),
+				Slim(fresh(strings.Repeat("b", 1<<20))),
+				fresh("Upper"),
+				{ObjectMeta: metav1.ObjectMeta{Name: "ok", Labels: map[string]string{"role": "edge"}, Annotations: fresh("ok").Annotations}},
+			}},
+			want: []v1alpha1.ObservedNode{{Name: "ok"}},
+			cut:  ReasonBadName,
+		},
+		"TooManyLabels": {
+			reason: "A Node kept without its labels is not published, whether the selector would select it or not: a cut label set could change what it selects.",
+			args: args{sel: labels.Everything(), nodes: []*corev1.Node{
+				Slim(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "many", Labels: manyLabels(MaxLabels + 1), Annotations: fresh("many").Annotations}}),
+				fresh("ok"),
+			}},
+			want: []v1alpha1.ObservedNode{{Name: "ok"}},
+			cut:  ReasonLabels,
+		},
+		"StaleSince": {
+			reason: "A stale node says since when: its heartbeat plus 60 s (a heartbeat before 1970 counting as 1970), or its creation plus 60 s when it never wrote one, never after now.",
+			args: args{sel: labels.Everything(), nodes: []*corev1.Node{
+				node("heartbeat", map[string]string{kilov1alpha1.AnnotationLastSeen: seen(5 * time.Minute)}),
+				{ObjectMeta: metav1.ObjectMeta{Name: "never", CreationTimestamp: metav1.NewTime(now.Add(-time.Hour))}},
+				{ObjectMeta: metav1.ObjectMeta{Name: "created-ahead", CreationTimestamp: metav1.NewTime(now.Add(time.Hour))}},
+				node("ancient", map[string]string{kilov1alpha1.AnnotationLastSeen: "-99999999999999"}),
+			}},
+			want: []v1alpha1.ObservedNode{
+				{Name: "ancient", Stale: true, StaleSince: at(time.Unix(60, 0))},
+				{Name: "created-ahead", Stale: true, StaleSince: at(now)},
+				{Name: "heartbeat", Stale: true, StaleSince: at(now.Add(-4 * time.Minute))},
+				{Name: "never", Stale: true, StaleSince: at(now.Add(-59 * time.Minute))},
+			},
 		},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			got := ObserveNodes(tc.args.nodes, tc.args.sel, now)
-			if diff := cmp.Diff(tc.want, got); diff != "" {
+			got, cut := ObserveNodes(tc.args.nodes, tc.args.sel, now)
+			if diff := cmp.Diff(tc.want, got, cmpopts.IgnoreFields(v1alpha1.ObservedNode{}, "StaleSince")); diff != "" {
 				t.Errorf("\n%s\nObserveNodes(...): -want, +got:\n%s", tc.reason, diff)
+			}
+			if name == "StaleSince" {
+				if diff := cmp.Diff(tc.want, got); diff != "" {
+					t.Errorf("\n%s\nObserveNodes(...): -want, +got:\n%s", tc.reason, diff)
+				}
+			}
+			if cut != tc.cut {
+				t.Errorf("\n%s\nObserveNodes(...): says %q was left out, want %q", tc.reason, cut, tc.cut)
 			}
 		})
 	}
+}
+
+// at is a published moment.
+func at(t time.Time) *metav1.Time {
+	m := metav1.NewTime(t.UTC().Truncate(time.Second))
+	return &m
+}
+
+// manyLabels returns n distinct labels.
+func manyLabels(n int) map[string]string {
+	l := make(map[string]string, n)
+	for i := range n {
+		l[fmt.Sprintf("label-%d", i)] = "v"
+	}
+	return l
 }
 
 func TestStaleAt(t *testing.T) {
@@ -401,6 +465,124 @@ func TestSlim(t *testing.T) {
 	}
 }
 
+// TestSlimHostile slims what a server that is no API server may send: every
+// value a Node keeps is bounded, and a Node that cannot be kept whole is
+// marked so that it is never published.
+func TestSlimHostile(t *testing.T) {
+	huge := strings.Repeat("x", 1<<20)
+	cases := map[string]struct {
+		reason string
+		in     *corev1.Node
+		want   *corev1.Node
+	}{
+		"LongName": {
+			reason: "A name of 1 MiB is cut, with a digest of the whole after a character no name holds: unique, bounded and still invalid.",
+			in:     &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: huge}},
+			want:   &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: SlimName(huge)}},
+		},
+		"TooManyLabels": {
+			reason: "A Node with more labels than MaxLabels keeps none, and is marked.",
+			in:     &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "a", Labels: manyLabels(MaxLabels + 1)}},
+			want:   &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "a", Annotations: map[string]string{annotationCut: ReasonLabels}}},
+		},
+		"LabelBytes": {
+			reason: "A Node whose labels take more than MaxLabelBytes keeps none, and is marked.",
+			in:     &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "a", Labels: map[string]string{"a": strings.Repeat("v", MaxLabelBytes)}}},
+			want:   &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "a", Annotations: map[string]string{annotationCut: ReasonLabels}}},
+		},
+		"MetaAndSpec": {
+			reason: "A UID, a version, pod CIDRs and the Ready status are cut; the creation time is kept, for staleSince.",
+			in: &corev1.Node{
+				ObjectMeta: metav1.ObjectMeta{Name: "a", UID: types.UID(huge), ResourceVersion: huge, CreationTimestamp: metav1.NewTime(now)},
+				Spec:       corev1.NodeSpec{PodCIDR: huge, PodCIDRs: slices.Repeat([]string{huge}, 100)},
+				Status:     corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionStatus(huge)}}},
+			},
+			want: &corev1.Node{
+				ObjectMeta: metav1.ObjectMeta{Name: "a", UID: types.UID(huge[:MaxMetaBytes]), ResourceVersion: huge[:MaxMetaBytes], CreationTimestamp: metav1.NewTime(now)},
+				Spec:       corev1.NodeSpec{PodCIDR: huge[:MaxAddressBytes], PodCIDRs: slices.Repeat([]string{huge[:MaxAddressBytes]}, MaxAddresses)},
+				Status:     corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionStatus(huge[:MaxWordBytes])}}},
+			},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			got := Slim(tc.in)
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("\n%s\nSlim(...): -want, +got:\n%s", tc.reason, diff)
+			}
+			if diff := cmp.Diff(got, Slim(got)); diff != "" {
+				t.Errorf("\n%s\nSlim of a slim Node must be the same Node: -once, +twice:\n%s", tc.reason, diff)
+			}
+			if b := NodeBytes(got); b > 16<<10 {
+				t.Errorf("\n%s\nthe slim Node weighs %d bytes", tc.reason, b)
+			}
+		})
+	}
+	if a, b := SlimName(huge), SlimName(huge[1:]+"y"); a == b || len(a) > MaxNameBytes || ValidName(a) {
+		t.Errorf("SlimName: two long names must stay apart, bounded and invalid: %q, %q", a, b)
+	}
+}
+
+func TestSlimPeer(t *testing.T) {
+	huge := strings.Repeat("x", 1<<20)
+	in := &kilov1alpha1.Peer{
+		ObjectMeta: metav1.ObjectMeta{Name: "p", Labels: map[string]string{"mesh": "m"}, Annotations: map[string]string{"a": "dropped"}, ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "x"}}},
+		Spec: kilov1alpha1.PeerSpec{
+			AllowedIPs:          slices.Repeat([]string{huge}, MaxPeerAllowedIPs+10),
+			Endpoint:            &kilov1alpha1.PeerEndpoint{DNSOrIP: kilov1alpha1.DNSOrIP{DNS: huge, IP: huge}, Port: 51820},
+			PersistentKeepalive: 25,
+			PresharedKey:        huge,
+			PublicKey:           huge,
+		},
+	}
+	want := &kilov1alpha1.Peer{
+		ObjectMeta: metav1.ObjectMeta{Name: "p", Labels: map[string]string{"mesh": "m"}},
+		Spec: kilov1alpha1.PeerSpec{
+			AllowedIPs:          slices.Repeat([]string{huge[:MaxAddressBytes]}, MaxPeerAllowedIPs+1),
+			Endpoint:            &kilov1alpha1.PeerEndpoint{DNSOrIP: kilov1alpha1.DNSOrIP{DNS: huge[:MaxNameBytes+1], IP: huge[:MaxAddressBytes]}, Port: 51820},
+			PersistentKeepalive: 25,
+			PresharedKey:        huge[:MaxKeyBytes],
+			PublicKey:           huge[:MaxKeyBytes],
+		},
+	}
+	got := SlimPeer(in)
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("SlimPeer keeps every value cut, and one allowed IP more than a Peer may publish: -want, +got:\n%s", diff)
+	}
+	if diff := cmp.Diff(got, SlimPeer(got)); diff != "" {
+		t.Errorf("SlimPeer of a slim Peer must be the same Peer: -once, +twice:\n%s", diff)
+	}
+}
+
+func TestJSONLen(t *testing.T) {
+	cases := map[string]string{
+		"Empty":      "",
+		"ASCII":      "10.0.0.0/24",
+		"Escapes":    "\"\\\n\r\t\b\f\x00\x1f<>&",
+		"Multibyte":  "é€😀",
+		"Separators": "\u2028\u2029",
+		"Replaced":   Cut("a\xffb", 10),
+	}
+	for name, s := range cases {
+		t.Run(name, func(t *testing.T) {
+			b, err := json.Marshal(s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := jsonLen(s); got != len(b) {
+				t.Errorf("jsonLen(%q) = %d, encoding/json writes %d bytes: %s", s, got, len(b), b)
+			}
+		})
+	}
+	// Every character below 128, and a few above.
+	for r := rune(0); r < 0x3000; r++ {
+		s := string(r)
+		if b, err := json.Marshal(s); err != nil || jsonLen(s) != len(b) {
+			t.Errorf("jsonLen(%q) = %d, encoding/json writes %d bytes", s, jsonLen(s), len(b))
+		}
+	}
+}
+
 func TestChanged(t *testing.T) {
 	with := func(ann map[string]string, rv string) *corev1.Node {
 		return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "a", ResourceVersion: rv, Annotations: ann}}
@@ -472,10 +654,21 @@ func TestObserveForeignPeers(t *testing.T) {
 		peers []*kilov1alpha1.Peer
 		owned map[string]string
 	}
+	named := func(prefix string, n int, routes ...string) []*kilov1alpha1.Peer {
+		out := make([]*kilov1alpha1.Peer, n)
+		for i := range out {
+			out[i] = peer(fmt.Sprintf("%s-%05d", prefix, i), "k", nil, routes...)
+		}
+		return out
+	}
+	longName := func(i int) string { return fmt.Sprintf("%05d-%s", i, strings.Repeat("n", MaxNameBytes-6)) }
 	cases := map[string]struct {
 		reason string
 		args   args
 		want   []v1alpha1.ForeignPeer
+		cut    string
+		// check replaces want for the largest cases.
+		check func(t *testing.T, got []v1alpha1.ForeignPeer)
 	}{
 		"NoOwnedLabels": {
 			reason: "Without owned labels no Peer is reported.",
@@ -515,14 +708,108 @@ func TestObserveForeignPeers(t *testing.T) {
 				{Name: "e", PublicKey: "k"},
 				{Name: "f", PublicKey: "k"},
 			},
+			cut: "more than 4096 routes in one Peer; more than 16384 routes",
+		},
+		"VictimPastTheRouteBudget": {
+			reason: "Junk Peers named to sort first spend the route budget: the victim's name and key are still published, and the inventory says routes are missing, so that its owner writes no new route there.",
+			args: args{owned: owned, peers: append(named("aaa", 4, many(MaxPeerAllowedIPs)...),
+				peer("victim", keyOf("victim"), nil, "10.200.0.0/16"))},
+			check: func(t *testing.T, got []v1alpha1.ForeignPeer) {
+				t.Helper()
+				last := got[len(got)-1]
+				if diff := cmp.Diff(v1alpha1.ForeignPeer{Name: "victim", PublicKey: keyOf("victim")}, last); diff != "" {
+					t.Errorf("the victim past the route budget: -want, +got:\n%s", diff)
+				}
+			},
+			cut: "more than 16384 routes",
+		},
+		"ExactlyTheRouteBudget": {
+			reason: "Routes that fill the budget exactly leave nothing out: nothing is reported.",
+			args:   args{owned: owned, peers: named("p", 4, many(MaxPeerAllowedIPs)...)},
+			check: func(t *testing.T, got []v1alpha1.ForeignPeer) {
+				t.Helper()
+				if n := len(got[3].AllowedIPs); n != MaxPeerAllowedIPs {
+					t.Errorf("the last Peer publishes %d routes, want %d", n, MaxPeerAllowedIPs)
+				}
+			},
+		},
+		"TooManyPeers": {
+			reason: "Past MaxForeignPeers Peers, the later ones by name are left out, and the inventory says so.",
+			args:   args{owned: owned, peers: named("p", MaxForeignPeers+1, "10.0.0.0/24")},
+			check: func(t *testing.T, got []v1alpha1.ForeignPeer) {
+				t.Helper()
+				if len(got) != MaxForeignPeers || got[len(got)-1].Name != fmt.Sprintf("p-%05d", MaxForeignPeers-1) {
+					t.Errorf("published %d Peers, the last %q: want the first %d by name", len(got), got[len(got)-1].Name, MaxForeignPeers)
+				}
+			},
+			cut: fmt.Sprintf("more than %d Peers", MaxForeignPeers),
+		},
+		"Bytes": {
+			reason: "Peers with the longest names and keys, and routes as long as a cut value gets, stop at MaxForeignBytes of JSON, routes first: every published Peer keeps its name and key.",
+			args: args{owned: owned, peers: func() []*kilov1alpha1.Peer {
+				out := make([]*kilov1alpha1.Peer, MaxForeignPeers)
+				for i := range out {
+					out[i] = peer(longName(i), strings.Repeat("k", MaxKeyBytes), nil, strings.Repeat("9", MaxAddressBytes), strings.Repeat("8", MaxAddressBytes))
+				}
+				return out
+			}()},
+			check: func(t *testing.T, got []v1alpha1.ForeignPeer) {
+				t.Helper()
+				b, err := json.Marshal(got)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(b) > MaxForeignBytes || len(b) < MaxForeignBytes-2*MaxAddressBytes {
+					t.Errorf("the foreign Peers take %d bytes of JSON, want at most %d and within a route of it", len(b), MaxForeignBytes)
+				}
+				if got[len(got)-1].AllowedIPs != nil || got[0].AllowedIPs == nil {
+					t.Errorf("routes must go to the first Peers by name, and run out before names and keys do")
+				}
+			},
+			cut: fmt.Sprintf("more than %d bytes of foreign Peers", MaxForeignBytes),
+		},
+		"BadName": {
+			reason: "A Peer whose name no API server accepts is left out, and the inventory says so: its routes are unknown.",
+			args:   args{owned: owned, peers: []*kilov1alpha1.Peer{peer("Bad_Name", "k", nil, "10.0.0.0/8"), SlimPeer(peer(strings.Repeat("x", 1<<20), "k", nil)), peer("ok", "k", nil)}},
+			want:   []v1alpha1.ForeignPeer{{Name: "ok", PublicKey: "k"}},
+			cut:    ReasonBadName,
+		},
+		"LabelsCut": {
+			reason: "A Peer kept without its labels may or may not be owned: it is published as foreign, and reported.",
+			args: args{owned: owned, peers: []*kilov1alpha1.Peer{SlimPeer(&kilov1alpha1.Peer{
+				ObjectMeta: metav1.ObjectMeta{Name: "many", Labels: func() map[string]string {
+					l := manyLabels(MaxLabels)
+					l["mesh"], l["target"] = "m1", "a"
+					return l
+				}()},
+				Spec: kilov1alpha1.PeerSpec{PublicKey: "k", AllowedIPs: []string{"10.1.0.0/16"}},
+			})}},
+			want: []v1alpha1.ForeignPeer{{Name: "many", PublicKey: "k", AllowedIPs: []string{"10.1.0.0/16"}}},
+			cut:  ReasonLabels,
 		},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			got := ObserveForeignPeers(tc.args.peers, tc.args.owned)
-			if diff := cmp.Diff(tc.want, got); diff != "" {
+			got, cut := ObserveForeignPeers(tc.args.peers, tc.args.owned)
+			if tc.check != nil {
+				t.Log(tc.reason)
+				tc.check(t, got)
+			} else if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("\n%s\nObserveForeignPeers(...): -want, +got:\n%s", tc.reason, diff)
+			}
+			if cut != tc.cut {
+				t.Errorf("\n%s\nObserveForeignPeers(...): says %q was left out, want %q", tc.reason, cut, tc.cut)
+			}
+			if b, err := json.Marshal(got); err != nil || len(b) > MaxForeignBytes {
+				t.Errorf("\n%s\nObserveForeignPeers(...): %d bytes of JSON (%v), more than %d", tc.reason, len(b), err, MaxForeignBytes)
 			}
 		})
 	}
+}
+
+// keyOf returns a valid WireGuard key made of a name.
+func keyOf(name string) string {
+	var k [kilov1alpha1.KeyLen]byte
+	copy(k[:], name)
+	return kilov1alpha1.EncodeKey(k)
 }

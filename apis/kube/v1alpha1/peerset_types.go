@@ -127,13 +127,19 @@ const (
 	// ReasonPeerInvalid: the Peer breaks Kilo's rules or the API server
 	// rejected it.
 	ReasonPeerInvalid = "PeerInvalid"
+	// ReasonPeerRouteConflict: some routes of the Peer are withheld, since
+	// a Peer the set does not own already routes an overlapping prefix, or
+	// since the cluster's Peers cannot be read whole; the rest of the Peer
+	// is applied, unless no route is left.
+	ReasonPeerRouteConflict = "PeerRouteConflict"
 )
 
 // A PeerProblem is a desired Peer that the set could not apply.
 type PeerProblem struct {
 	// Peer is the name of the desired Peer.
 	Peer string `json:"peer"`
-	// Reason is PeerNameConflict, PeerKeyConflict or PeerInvalid.
+	// Reason is PeerNameConflict, PeerKeyConflict, PeerRouteConflict or
+	// PeerInvalid.
 	Reason string `json:"reason"`
 	// Message says what is in the way.
 	Message string `json:"message"`

@@ -54,6 +54,7 @@ type CLI struct {
 	MaxReconcileRate int           `default:"10"  help:"The most reconciles per second, and the most running at once."`
 	Coalesce         time.Duration `default:"200ms" help:"How long the changes of a member cluster are gathered before the resources that use it are reconciled."`
 	MemberTimeout    time.Duration `default:"30s"   help:"How long a request to a member cluster may take: a list, the start of a watch, a write."`
+	WriteDeadline    time.Duration `default:"10s"   help:"How long the writes of one reconcile of a PeerSet may take together; the rest follows at the next reconcile, after a backoff." name:"member-write-deadline"`
 	AllowKubeconfig  []string      `enum:"insecure-skip-tls-verify,proxy-url,http" help:"Kubeconfig settings to accept although they expose the credentials: insecure-skip-tls-verify, proxy-url, http (a plain-HTTP server). Refused by default; repeat the flag or separate with commas." placeholder:"SETTING"`
 
 	LeaderElection           bool   `env:"LEADER_ELECTION"           help:"Use leader election, for more than one replica."`
@@ -104,10 +105,11 @@ func (c *CLI) Run() error {
 
 	ctx := ctrl.SetupSignalHandler()
 	mgr, _, err := pcontroller.NewManager(ctx, ratelimiter.LimitRESTConfig(cfg, c.MaxReconcileRate), pcontroller.Config{
-		Options:  o,
-		Coalesce: c.Coalesce,
-		Timeout:  c.MemberTimeout,
-		Allow:    allow,
+		Options:       o,
+		Coalesce:      c.Coalesce,
+		Timeout:       c.MemberTimeout,
+		WriteDeadline: c.WriteDeadline,
+		Allow:         allow,
 		Manager: func(mo *ctrl.Options) {
 			mo.Cache.SyncPeriod = &c.Sync
 			mo.Metrics = metricsserver.Options{BindAddress: c.MetricsBindAddress}
@@ -126,7 +128,7 @@ func (c *CLI) Run() error {
 	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
 		return errors.Wrap(err, errProbe)
 	}
-	log.Info("Starting", "poll", c.Poll.String(), "max-reconcile-rate", c.MaxReconcileRate, "member-timeout", c.MemberTimeout.String(), "allow-kubeconfig", c.AllowKubeconfig)
+	log.Info("Starting", "poll", c.Poll.String(), "max-reconcile-rate", c.MaxReconcileRate, "member-timeout", c.MemberTimeout.String(), "member-write-deadline", c.WriteDeadline.String(), "allow-kubeconfig", c.AllowKubeconfig)
 	return errors.Wrap(mgr.Start(ctx), errStart)
 }
 

@@ -69,6 +69,10 @@ type Config struct {
 	// remote.DefaultTimeout.
 	Timeout time.Duration
 
+	// WriteDeadline bounds the writes of one reconcile of a PeerSet, all
+	// together. Defaults to peerset.DefaultWriteDeadline.
+	WriteDeadline time.Duration
+
 	// Allow lists the kubeconfig settings, refused by default, that an
 	// administrator allows.
 	Allow clients.Allowances
@@ -151,7 +155,7 @@ func setup(mgr ctrl.Manager, reg *remote.Registry, c Config) error {
 	if err := nodeinventory.Setup(mgr, c.Options, reg, usage, res, now); err != nil {
 		return err
 	}
-	if err := peerset.Setup(mgr, c.Options, reg, usage, res); err != nil {
+	if err := peerset.Setup(mgr, c.Options, reg, usage, res, c.WriteDeadline); err != nil {
 		return err
 	}
 	interval := c.ReapInterval

@@ -47,6 +47,7 @@ import (
 	"github.com/kilomesh/kilomesh/provider/internal/clients"
 	"github.com/kilomesh/kilomesh/provider/internal/remote"
 	"github.com/kilomesh/kilomesh/provider/internal/testenv"
+	inv "github.com/kilomesh/kilomesh/provider/inventory"
 )
 
 const (
@@ -120,7 +121,9 @@ func published(ctx context.Context, t *testing.T, ns, name string, want []v1alph
 		if err != nil {
 			return err
 		}
-		if d := cmp.Diff(want, ni.Status.AtProvider.Nodes, cmpopts.EquateEmpty()); d != "" {
+		// When a node turned stale depends on when it was created: see
+		// TestNodeInventory/StaleSince.
+		if d := cmp.Diff(want, ni.Status.AtProvider.Nodes, cmpopts.EquateEmpty(), cmpopts.IgnoreFields(v1alpha1.ObservedNode{}, "StaleSince")); d != "" {
 			return fmt.Errorf("-want +got:\n%s", d)
 		}
 		if ni.Status.AtProvider.ObservedAt == nil {
@@ -260,6 +263,33 @@ func TestNodeInventory(t *testing.T) {
 
 	published(ctx, t, ns, "all", []v1alpha1.ObservedNode{wantA, wantB, wantC})
 	published(ctx, t, ns, "edge", []v1alpha1.ObservedNode{wantB})
+
+	t.Run("StaleSince", func(t *testing.T) {
+		ni, err := getInventory(ctx, ns, "all")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, o := range ni.Status.AtProvider.Nodes {
+			n := &corev1.Node{}
+			if err := mc.Get(ctx, client.ObjectKey{Name: o.Name}, n); err != nil {
+				t.Fatal(err)
+			}
+			switch {
+			case !o.Stale && o.StaleSince != nil:
+				t.Errorf("fresh node %s has a staleSince: %v", o.Name, o.StaleSince)
+			case !o.Stale:
+			case o.StaleSince == nil:
+				t.Errorf("stale node %s has no staleSince", o.Name)
+			default:
+				// Neither node-b nor node-c ever wrote a heartbeat: stale
+				// since their creation plus 60 s, or since the inventory
+				// first saw them, if that came first.
+				if at, created := o.StaleSince.Time, n.CreationTimestamp.Time; at.Before(created) || at.After(created.Add(inv.StaleAfter)) {
+					t.Errorf("staleSince of %s is %v, want within its creation %v and 60 s later", o.Name, at, created)
+				}
+			}
+		}
+	})
 
 	t.Run("NodesColumn", func(t *testing.T) {
 		for name, want := range map[string]int64{"all": 3, "edge": 1} {

@@ -239,3 +239,104 @@ func TestPeerSetWithoutPeerCRD(t *testing.T) {
 	}
 	eventually(t, "the set is gone", gone(ctx, ps))
 }
+
+// TestPeerRouteConflict shares a member between a hand-made VPN Peer and
+// two tenants' PeerSets. A route that a Peer the set does not own already
+// routes is withheld and reported, the rest of the Peer applied; another
+// tenant's set cannot route the first tenant's prefix; and a route a set
+// wrote first stays when a foreign Peer comes to overlap it.
+func TestPeerRouteConflict(t *testing.T) {
+	needAPIServers(t)
+	ctx := t.Context()
+	m := testenv.StartMember(t, testenv.MemberOptions{})
+	mc := m.Admin
+	vpn := &kilov1alpha1.Peer{ObjectMeta: metav1.ObjectMeta{Name: "vpn"}, Spec: kilov1alpha1.PeerSpec{AllowedIPs: []string{"10.50.0.0/16"}, PublicKey: keyD}}
+	if err := mc.Create(ctx, vpn); err != nil {
+		t.Fatal(err)
+	}
+	tenantA, tenantB := namespace(ctx, t), namespace(ctx, t)
+	providerConfig(ctx, t, tenantA, "member", m.Kubeconfig)
+	providerConfig(ctx, t, tenantB, "member", m.Kubeconfig)
+
+	pa := desired("peer-a", keyA, "10.50.1.0/24")
+	pa.Spec.AllowedIPs = append(pa.Spec.AllowedIPs, "10.60.0.0/24")
+	a := &v1alpha1.PeerSet{ObjectMeta: metav1.ObjectMeta{Namespace: tenantA, Name: "a"}}
+	a.Spec.ProviderConfigReference = ref(clients.KindProviderConfig, "member")
+	a.Spec.ForProvider = v1alpha1.PeerSetParameters{Selector: map[string]string{"kilomesh.io/mesh": "a"}, Peers: []v1alpha1.DesiredPeer{pa}}
+	if err := cp.kube.Create(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	problem := func(ns, name, want string) func() error {
+		return func() error {
+			got, err := getPeerSet(ctx, ns, name)
+			if err != nil {
+				return err
+			}
+			ps := got.Status.AtProvider.Problems
+			if len(ps) != 1 || ps[0].Reason != v1alpha1.ReasonPeerRouteConflict || !strings.Contains(ps[0].Message, want) {
+				return fmt.Errorf("problems %+v, want one PeerRouteConflict saying %q", ps, want)
+			}
+			return nil
+		}
+	}
+	routesOf := func(name string, want ...string) func() error {
+		return func() error {
+			p, ok := peers(ctx, t, mc)[name]
+			if !ok {
+				return fmt.Errorf("no Peer %s in the member", name)
+			}
+			if d := cmp.Diff(want, p.Spec.AllowedIPs); d != "" {
+				return fmt.Errorf("routes of %s: -want +got:\n%s", name, d)
+			}
+			return nil
+		}
+	}
+
+	t.Run("RouteOfAHandMadePeerWithheld", func(t *testing.T) {
+		eventually(t, "the route the VPN Peer has is withheld, and said", problem(tenantA, "a", `10.50.1.0/24 (Peer "vpn" routes 10.50.0.0/16)`))
+		eventually(t, "the rest of the Peer is applied", routesOf("peer-a", "10.60.0.0/24"))
+	})
+
+	t.Run("AnotherTenantCannotRouteIt", func(t *testing.T) {
+		pb := desired("peer-b", keyB, "10.60.0.0/25")
+		b := &v1alpha1.PeerSet{ObjectMeta: metav1.ObjectMeta{Namespace: tenantB, Name: "b"}}
+		b.Spec.ProviderConfigReference = ref(clients.KindProviderConfig, "member")
+		b.Spec.ForProvider = v1alpha1.PeerSetParameters{Selector: map[string]string{"kilomesh.io/mesh": "b"}, Peers: []v1alpha1.DesiredPeer{pb}}
+		if err := cp.kube.Create(ctx, b); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, "the other tenant's route is withheld, and said", problem(tenantB, "b", `10.60.0.0/25 (Peer "peer-a" routes 10.60.0.0/24)`))
+		if _, ok := peers(ctx, t, mc)["peer-b"]; ok {
+			t.Error("a Peer left without a route was written")
+		}
+	})
+
+	t.Run("FirstComeKeepsIt", func(t *testing.T) {
+		late := &kilov1alpha1.Peer{ObjectMeta: metav1.ObjectMeta{Name: "late"}, Spec: kilov1alpha1.PeerSpec{AllowedIPs: []string{"10.60.0.0/16"}, PublicKey: keyC}}
+		if err := mc.Create(ctx, late); err != nil {
+			t.Fatal(err)
+		}
+		// A change of the set makes it write peer-a again, with the late
+		// Peer in the member.
+		eventually(t, "the set is updated", func() error {
+			got, err := getPeerSet(ctx, tenantA, "a")
+			if err != nil {
+				return err
+			}
+			got.Spec.ForProvider.Peers[0].Labels["kilomesh.io/revision"] = "2"
+			return cp.kube.Update(ctx, got)
+		})
+		eventually(t, "peer-a is written again", func() error {
+			if p := peers(ctx, t, mc)["peer-a"]; p.Labels["kilomesh.io/revision"] != "2" {
+				return fmt.Errorf("peer-a has labels %v", p.Labels)
+			}
+			return nil
+		})
+		if err := routesOf("peer-a", "10.60.0.0/24")(); err != nil {
+			t.Errorf("the route the set wrote first must stay: %v", err)
+		}
+		if err := problem(tenantA, "a", `Peer "vpn"`)(); err != nil {
+			t.Error(err)
+		}
+	})
+}

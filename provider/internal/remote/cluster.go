@@ -38,6 +38,7 @@ import (
 
 	kilov1alpha1 "github.com/kilomesh/kilomesh/apis/kilo/v1alpha1"
 	kubev1alpha1 "github.com/kilomesh/kilomesh/apis/kube/v1alpha1"
+	"github.com/kilomesh/kilomesh/provider/inventory"
 )
 
 // ErrPeerCRDMissing is returned when the cluster does not serve Kilo's Peer.
@@ -51,6 +52,11 @@ const (
 	// DefaultTimeout bounds every request to a member cluster: a list, the
 	// start of a watch, a write.
 	DefaultTimeout = 30 * time.Second
+
+	// nodePageSize and peerPageSize are how many objects a page of a list
+	// holds: about 1 MB of real Nodes, or of Peers.
+	nodePageSize = 100
+	peerPageSize = 500
 
 	errNewNodeClient = "cannot create a client for the Nodes of the cluster"
 	errNewClient     = "cannot create a client for the cluster"
@@ -136,6 +142,7 @@ func (c *Cluster) httpLocked() (*http.Client, *http.Client, error) {
 	if err != nil {
 		return nil, nil, errors.Wrap(err, errNewHTTP)
 	}
+	hc = &http.Client{Transport: limitBodies(hc.Transport), Timeout: hc.Timeout}
 	c.http = hc
 	c.timed = &http.Client{Transport: hc.Transport, Timeout: c.timeout}
 	return c.http, c.timed, nil
@@ -196,6 +203,30 @@ func (c *Cluster) NodesAnsweringSince() time.Time {
 	return f.answeringSince()
 }
 
+// NodesIncomplete returns the bounds that left Nodes of the cluster out
+// of its watch (see Limits), or "".
+func (c *Cluster) NodesIncomplete() string {
+	c.mu.Lock()
+	f := c.nodes
+	c.mu.Unlock()
+	if f == nil {
+		return ""
+	}
+	return f.incomplete()
+}
+
+// PeersIncomplete returns the bounds that left Peers of the cluster out
+// of its watch (see Limits), or "".
+func (c *Cluster) PeersIncomplete() string {
+	c.mu.Lock()
+	f := c.peers
+	c.mu.Unlock()
+	if f == nil {
+		return ""
+	}
+	return f.incomplete()
+}
+
 func (c *Cluster) nodeFeed() (*feed, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -228,11 +259,18 @@ func (c *Cluster) nodeFeed() (*feed, error) {
 		},
 		obj:       &corev1.Node{},
 		transform: SlimNode,
-		differ:    nodeChanged(c.now),
-		changed:   func() { c.wake(kubev1alpha1.NodeInventoryKind) },
-		gone:      func() {},
-		timeout:   c.timeout,
-		now:       c.now,
+		limits: &Limits{
+			Items:    inventory.MaxNodes,
+			Bytes:    inventory.MaxNodeCacheBytes,
+			PageSize: nodePageSize,
+			Slim:     slimNode,
+			Weigh:    weighNode,
+		},
+		differ:  nodeChanged(c.now),
+		changed: func() { c.wake(kubev1alpha1.NodeInventoryKind) },
+		gone:    func() {},
+		timeout: c.timeout,
+		now:     c.now,
 	})
 	return c.nodes, nil
 }
@@ -298,7 +336,9 @@ func (c *Cluster) peerFeed() (*feed, bool, error) {
 		lw: lister{
 			list: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 				l := &kilov1alpha1.PeerList{}
-				return l, kc.List(ctx, l, &client.ListOptions{Raw: &o})
+				// controller-runtime takes a list's page from its own
+				// fields, not from Raw.
+				return l, kc.List(ctx, l, &client.ListOptions{Raw: &o, Limit: o.Limit, Continue: o.Continue})
 			},
 			watch: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
 				return kc.Watch(ctx, &kilov1alpha1.PeerList{}, &client.ListOptions{Raw: &o})
@@ -306,10 +346,17 @@ func (c *Cluster) peerFeed() (*feed, bool, error) {
 		},
 		obj:       &kilov1alpha1.Peer{},
 		transform: SlimPeer,
-		differ:    peerChanged,
-		changed:   func() { c.wake(kubev1alpha1.NodeInventoryKind, kubev1alpha1.PeerSetKind) },
-		gone:      c.dropPeers,
-		timeout:   c.timeout,
+		limits: &Limits{
+			Items:    inventory.MaxPeers,
+			Bytes:    inventory.MaxPeerCacheBytes,
+			PageSize: peerPageSize,
+			Slim:     slimPeer,
+			Weigh:    weighPeer,
+		},
+		differ:  peerChanged,
+		changed: func() { c.wake(kubev1alpha1.NodeInventoryKind, kubev1alpha1.PeerSetKind) },
+		gone:    c.dropPeers,
+		timeout: c.timeout,
 	})
 	return c.peers, c.peersAbsent, nil
 }

@@ -158,6 +158,9 @@ func TestItems(t *testing.T) {
 					}, nil
 				},
 				watch: func(_ context.Context, o metav1.ListOptions) (watch.Interface, error) {
+					// The cluster answers nothing, not even a refusal,
+					// before it is released.
+					<-release
 					switch {
 					case tc.always != nil:
 						return nil, tc.always
@@ -346,6 +349,14 @@ func TestAnsweringSince(t *testing.T) {
 	t.Cleanup(f.stop)
 	if _, err := settled(t, f); err != nil {
 		t.Fatal(err)
+	}
+	// The store may have synced a moment before the feed records it.
+	for f.answeringSince().IsZero() {
+		select {
+		case <-f.outcome():
+		case <-time.After(30 * time.Second):
+			t.Fatal("the feed never recorded its first list")
+		}
 	}
 	if got := f.answeringSince(); !got.Equal(time.Unix(1000, 0)) {
 		t.Errorf("after the first list: want answering since 1000, got %v", got.Unix())

@@ -137,6 +137,17 @@ type feed struct {
 	// next is closed, and replaced, when the first list completes or the
 	// outcome of a request changes.
 	next chan struct{}
+
+	// guard keeps the feed within its limits, if it has any.
+	guard *guard
+}
+
+// incomplete returns the bounds that left objects out of the feed, or "".
+func (f *feed) incomplete() string {
+	if f.guard == nil {
+		return ""
+	}
+	return f.guard.incomplete()
 }
 
 // A feedConfig says what a feed watches and whom it tells.
@@ -160,6 +171,8 @@ type feedConfig struct {
 	timeout time.Duration
 	// now is the clock; time.Now when nil.
 	now func() time.Time
+	// limits bound what the feed keeps; nil keeps everything.
+	limits *Limits
 }
 
 // startFeed starts a watch.
@@ -172,6 +185,10 @@ func startFeed(ctx context.Context, fc feedConfig) *feed {
 	f := &feed{what: fc.what, cancel: cancel, next: make(chan struct{}), stallAfter: 2 * fc.timeout, now: now}
 	lw := fc.lw.stable().bounded(fc.what, fc.timeout)
 	changed, gone := fc.changed, fc.gone
+	if fc.limits != nil {
+		f.guard = newGuard(fc.what, *fc.limits, changed)
+		lw = f.guard.lister(lw)
+	}
 	f.store, f.ctl = cache.NewInformerWithOptions(cache.InformerOptions{
 		ListerWatcher: &cache.ListWatch{
 			ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
@@ -265,6 +282,8 @@ func (f *feed) record(err error, changed, gone func()) {
 	case kerrors.IsNotFound(err):
 		gone()
 	}
+	// The member's words are kept only in part: a server may say anything.
+	err = CutError(err)
 	f.mu.Lock()
 	was := f.err
 	f.err = err
@@ -276,16 +295,17 @@ func (f *feed) record(err error, changed, gone func()) {
 }
 
 // stable returns the lister with its requests' errors made stable (see
-// stable below), before anything of kilomesh's wraps them.
+// stable below), before anything of kilomesh's wraps them, and cut (see
+// CutError): client-go logs them as they are.
 func (lw lister) stable() lister {
 	return lister{
 		list: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 			l, err := lw.list(ctx, o)
-			return l, stable(err)
+			return l, CutError(stable(err))
 		},
 		watch: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
 			w, err := lw.watch(ctx, o)
-			return w, stable(err)
+			return w, CutError(stable(err))
 		},
 	}
 }

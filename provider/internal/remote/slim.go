@@ -21,7 +21,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 
 	kilov1alpha1 "github.com/kilomesh/kilomesh/apis/kilo/v1alpha1"
 	"github.com/kilomesh/kilomesh/provider/inventory"
@@ -38,21 +38,44 @@ func SlimNode(obj any) (any, error) {
 	return inventory.Slim(n), nil
 }
 
-// SlimPeer keeps a Peer's name, identity, version, labels and spec.
+// SlimPeer keeps what the provider reads of a Peer (see inventory.SlimPeer).
+// It is idempotent, as a watch's transform must be.
 func SlimPeer(obj any) (any, error) {
 	p, ok := obj.(*kilov1alpha1.Peer)
 	if !ok {
 		return obj, nil
 	}
-	return &kilov1alpha1.Peer{
-		ObjectMeta: metav1.ObjectMeta{
-			Name:            p.Name,
-			UID:             p.UID,
-			ResourceVersion: p.ResourceVersion,
-			Labels:          p.Labels,
-		},
-		Spec: p.Spec,
-	}, nil
+	return inventory.SlimPeer(p), nil
+}
+
+// slimNode and slimPeer are SlimNode and SlimPeer for a guard.
+func slimNode(obj runtime.Object) runtime.Object {
+	if n, ok := obj.(*corev1.Node); ok {
+		return inventory.Slim(n)
+	}
+	return obj
+}
+
+func slimPeer(obj runtime.Object) runtime.Object {
+	if p, ok := obj.(*kilov1alpha1.Peer); ok {
+		return inventory.SlimPeer(p)
+	}
+	return obj
+}
+
+// weighNode and weighPeer estimate the memory of a slim Node or Peer.
+func weighNode(obj runtime.Object) int {
+	if n, ok := obj.(*corev1.Node); ok {
+		return inventory.NodeBytes(n)
+	}
+	return 0
+}
+
+func weighPeer(obj runtime.Object) int {
+	if p, ok := obj.(*kilov1alpha1.Peer); ok {
+		return inventory.PeerBytes(p)
+	}
+	return 0
 }
 
 // nodeChanged returns whether an update of a slim Node changes what an

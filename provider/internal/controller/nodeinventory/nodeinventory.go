@@ -147,6 +147,10 @@ func (c *connector) Connect(ctx context.Context, cr *v1alpha1.NodeInventory) (ma
 type Cluster interface {
 	Nodes(ctx context.Context) ([]*corev1.Node, error)
 	Peers(ctx context.Context) ([]*kilov1alpha1.Peer, error)
+	// NodesIncomplete and PeersIncomplete name the bounds that left Nodes
+	// or Peers of the cluster out of its watch, or are empty.
+	NodesIncomplete() string
+	PeersIncomplete() string
 	// NodesAnsweringSince is when the cluster last began answering its
 	// Node watch without a failure since; zero when unknown.
 	NodesAnsweringSince() time.Time
@@ -168,8 +172,14 @@ type external struct {
 // inventory's status. Status changes only when a published field changes
 // (or when the inventory recovers from an error), so the heartbeats of Kilo
 // and the kubelet cause no writes; a node whose heartbeat goes stale or
-// fresh again is a change.
+// fresh again is a change. An error that quotes the cluster is cut to
+// remote.MaxErrorBytes: it becomes the Synced condition's message.
 func (e *external) Observe(ctx context.Context, cr *v1alpha1.NodeInventory) (managed.ExternalObservation, error) {
+	o, err := e.observe(ctx, cr)
+	return o, remote.CutError(err)
+}
+
+func (e *external) observe(ctx context.Context, cr *v1alpha1.NodeInventory) (managed.ExternalObservation, error) {
 	// An absent selector selects every Node (LabelSelectorAsSelector
 	// would select none).
 	sel := labels.Everything()
@@ -186,22 +196,16 @@ func (e *external) Observe(ctx context.Context, cr *v1alpha1.NodeInventory) (man
 	if err != nil {
 		return managed.ExternalObservation{}, errors.Wrap(clients.Explain(err, e.origin), errObserveNodes)
 	}
-	var foreign []v1alpha1.ForeignPeer
-	if len(cr.Spec.ForProvider.OwnedPeerLabels) > 0 {
-		peers, err := e.cluster.Peers(ctx)
-		switch {
-		case errors.Is(err, remote.ErrPeerCRDMissing):
-			// A cluster without Kilo's Peer has no Peer in anyone's way.
-		case errors.Is(err, remote.ErrPending):
-			return pending(cr, err)
-		case err != nil:
-			return managed.ExternalObservation{}, errors.Wrap(clients.Explain(err, e.origin), errObservePeers)
-		default:
-			foreign = inventory.ObserveForeignPeers(peers, cr.Spec.ForProvider.OwnedPeerLabels)
-		}
+	foreign, foreignIncomplete, err := e.foreign(ctx, cr)
+	if errors.Is(err, remote.ErrPending) {
+		return pending(cr, err)
+	}
+	if err != nil {
+		return managed.ExternalObservation{}, err
 	}
 	now := e.now()
-	observed := inventory.ObserveNodes(nodes, sel, now)
+	observed, cut := inventory.ObserveNodes(nodes, sel, now)
+	nodesIncomplete := inventory.JoinReasons(e.cluster.NodesIncomplete(), cut)
 	next, ok := inventory.NextStale(nodes, sel, now)
 	if until, graced := e.grace(cr, observed, now); graced && (!ok || until.Before(next)) {
 		next, ok = until, true
@@ -209,17 +213,21 @@ func (e *external) Observe(ctx context.Context, cr *v1alpha1.NodeInventory) (man
 	if ok && e.wakeAfter != nil {
 		e.wakeAfter(next.Sub(now))
 	}
+	keepStaleSince(cr.Status.AtProvider.Nodes, observed)
 
 	at := &cr.Status.AtProvider
 	recovering := cr.GetCondition(xpv2.TypeSynced).Status != corev1.ConditionTrue
 	if at.ObservedAt == nil || recovering ||
 		!equality.Semantic.DeepEqual(at.Nodes, observed) ||
-		!equality.Semantic.DeepEqual(at.ForeignPeers, foreign) {
+		!equality.Semantic.DeepEqual(at.ForeignPeers, foreign) ||
+		at.NodesIncomplete != nodesIncomplete || at.ForeignPeersIncomplete != foreignIncomplete {
 		next := v1alpha1.NodeInventoryObservation{
-			ObservedAt:   &metav1.Time{Time: now.UTC().Truncate(time.Second)},
-			NodeCount:    len(observed),
-			Nodes:        observed,
-			ForeignPeers: foreign,
+			ObservedAt:             &metav1.Time{Time: now.UTC().Truncate(time.Second)},
+			NodeCount:              len(observed),
+			Nodes:                  observed,
+			ForeignPeers:           foreign,
+			ForeignPeersIncomplete: foreignIncomplete,
+			NodesIncomplete:        nodesIncomplete,
 		}
 		b, err := json.Marshal(next)
 		if err != nil {
@@ -232,6 +240,44 @@ func (e *external) Observe(ctx context.Context, cr *v1alpha1.NodeInventory) (man
 	}
 	cr.SetConditions(xpv2.Available())
 	return managed.ExternalObservation{ResourceExists: true, ResourceUpToDate: true}, nil
+}
+
+// foreign returns the foreign Peers of the cluster, and the bounds that
+// left some of them out, for an inventory with owned labels.
+func (e *external) foreign(ctx context.Context, cr *v1alpha1.NodeInventory) ([]v1alpha1.ForeignPeer, string, error) {
+	if len(cr.Spec.ForProvider.OwnedPeerLabels) == 0 {
+		return nil, "", nil
+	}
+	peers, err := e.cluster.Peers(ctx)
+	switch {
+	case errors.Is(err, remote.ErrPeerCRDMissing):
+		// A cluster without Kilo's Peer has no Peer in anyone's way.
+		return nil, "", nil
+	case errors.Is(err, remote.ErrPending):
+		return nil, "", err
+	case err != nil:
+		return nil, "", errors.Wrap(clients.Explain(err, e.origin), errObservePeers)
+	}
+	foreign, cut := inventory.ObserveForeignPeers(peers, cr.Spec.ForProvider.OwnedPeerLabels)
+	return foreign, inventory.JoinReasons(e.cluster.PeersIncomplete(), cut), nil
+}
+
+// keepStaleSince keeps the moment a node turned stale for as long as it
+// stays stale: only a transition to stale sets it, so that a heartbeat
+// written while the node stays stale, or a clock that moves, writes
+// nothing.
+func keepStaleSince(published, observed []v1alpha1.ObservedNode) {
+	since := make(map[string]*metav1.Time, len(published))
+	for _, n := range published {
+		if n.Stale && n.StaleSince != nil {
+			since[n.Name] = n.StaleSince
+		}
+	}
+	for i := range observed {
+		if s, ok := since[observed[i].Name]; ok && observed[i].Stale {
+			observed[i].StaleSince = s.DeepCopy()
+		}
+	}
 }
 
 // grace keeps a node the inventory last published as fresh in that state until its
@@ -261,6 +307,7 @@ func (e *external) grace(cr *v1alpha1.NodeInventory, observed []v1alpha1.Observe
 	for i := range observed {
 		if observed[i].Stale && !wasStale[observed[i].Name] {
 			observed[i].Stale = false
+			observed[i].StaleSince = nil
 			spared = true
 		}
 	}

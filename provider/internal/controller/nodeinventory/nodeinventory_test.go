@@ -19,6 +19,7 @@ package nodeinventory
 import (
 	"context"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -36,6 +37,7 @@ import (
 	kilov1alpha1 "github.com/kilomesh/kilomesh/apis/kilo/v1alpha1"
 	"github.com/kilomesh/kilomesh/apis/kube/v1alpha1"
 	"github.com/kilomesh/kilomesh/provider/internal/remote"
+	inv "github.com/kilomesh/kilomesh/provider/inventory"
 )
 
 // fakeCluster returns fixed Nodes and Peers. It stands in for the shared
@@ -46,9 +48,15 @@ type fakeCluster struct {
 	peers    []*kilov1alpha1.Peer
 	peersErr error
 	since    time.Time
+	// nodesCut and peersCut are the bounds the watch reached.
+	nodesCut, peersCut string
 }
 
 func (c *fakeCluster) NodesAnsweringSince() time.Time { return c.since }
+
+func (c *fakeCluster) NodesIncomplete() string { return c.nodesCut }
+
+func (c *fakeCluster) PeersIncomplete() string { return c.peersCut }
 
 func (c *fakeCluster) Nodes(context.Context) ([]*corev1.Node, error) { return c.nodes, c.nodesErr }
 
@@ -68,7 +76,11 @@ func TestObserve(t *testing.T) {
 	// nodeA's heartbeat is 10 s old: it turns stale in 50 s.
 	nodeA := nodeAt(10 * time.Second)
 	observedA := []v1alpha1.ObservedNode{{Name: "a", Kilo: &v1alpha1.KiloAnnotations{Key: "k"}}}
-	staleA := []v1alpha1.ObservedNode{{Name: "a", Kilo: &v1alpha1.KiloAnnotations{Key: "k"}, Stale: true}}
+	// staleA is node a published stale since a heartbeat ago + 60 s.
+	staleA := func(ago time.Duration) []v1alpha1.ObservedNode {
+		since := metav1.NewTime(time.Unix(now.Add(-ago).Unix(), 0).Add(time.Minute).UTC())
+		return []v1alpha1.ObservedNode{{Name: "a", Kilo: &v1alpha1.KiloAnnotations{Key: "k"}, Stale: true, StaleSince: &since}}
+	}
 	inventory := func(synced corev1.ConditionStatus, at v1alpha1.NodeInventoryObservation, owned map[string]string) *v1alpha1.NodeInventory {
 		ni := &v1alpha1.NodeInventory{}
 		ni.Spec.ForProvider.OwnedPeerLabels = owned
@@ -98,7 +110,7 @@ func TestObserve(t *testing.T) {
 			maxBytes: 80,
 			want: want{
 				at:   v1alpha1.NodeInventoryObservation{ObservedAt: &then},
-				err:  errors.Errorf(errFmtTooLarge, 2, 147, 80),
+				err:  errors.Errorf(errFmtTooLarge, 2, 183, 80),
 				wake: in(50),
 			},
 		},
@@ -138,13 +150,22 @@ func TestObserve(t *testing.T) {
 			cr:      inventory(corev1.ConditionTrue, v1alpha1.NodeInventoryObservation{ObservedAt: &then, NodeCount: 1, Nodes: observedA}, nil),
 			want: want{
 				obs: managed.ExternalObservation{ResourceExists: true, ResourceUpToDate: true},
-				at:  v1alpha1.NodeInventoryObservation{ObservedAt: &metav1.Time{Time: now.Truncate(time.Second)}, NodeCount: 1, Nodes: staleA},
+				at:  v1alpha1.NodeInventoryObservation{ObservedAt: &metav1.Time{Time: now.Truncate(time.Second)}, NodeCount: 1, Nodes: staleA(time.Minute)},
+			},
+		},
+		"StaysStale": {
+			reason:  "A heartbeat written while the node stays stale changes nothing: the moment it turned stale is kept.",
+			cluster: &fakeCluster{nodes: []*corev1.Node{nodeAt(2 * time.Minute)}},
+			cr:      inventory(corev1.ConditionTrue, v1alpha1.NodeInventoryObservation{ObservedAt: &then, NodeCount: 1, Nodes: staleA(5 * time.Minute)}, nil),
+			want: want{
+				obs: managed.ExternalObservation{ResourceExists: true, ResourceUpToDate: true},
+				at:  v1alpha1.NodeInventoryObservation{ObservedAt: &then, NodeCount: 1, Nodes: staleA(5 * time.Minute)},
 			},
 		},
 		"FreshAgain": {
 			reason:  "A stale node with a new heartbeat is published as fresh.",
 			cluster: &fakeCluster{nodes: []*corev1.Node{nodeA}},
-			cr:      inventory(corev1.ConditionTrue, v1alpha1.NodeInventoryObservation{ObservedAt: &then, NodeCount: 1, Nodes: staleA}, nil),
+			cr:      inventory(corev1.ConditionTrue, v1alpha1.NodeInventoryObservation{ObservedAt: &then, NodeCount: 1, Nodes: staleA(5 * time.Minute)}, nil),
 			want: want{
 				obs:  managed.ExternalObservation{ResourceExists: true, ResourceUpToDate: true},
 				at:   v1alpha1.NodeInventoryObservation{ObservedAt: &metav1.Time{Time: now.Truncate(time.Second)}, NodeCount: 1, Nodes: observedA},
@@ -167,16 +188,16 @@ func TestObserve(t *testing.T) {
 			cr:      inventory(corev1.ConditionTrue, v1alpha1.NodeInventoryObservation{ObservedAt: &then, NodeCount: 1, Nodes: observedA}, nil),
 			want: want{
 				obs: managed.ExternalObservation{ResourceExists: true, ResourceUpToDate: true},
-				at:  v1alpha1.NodeInventoryObservation{ObservedAt: &metav1.Time{Time: now.Truncate(time.Second)}, NodeCount: 1, Nodes: staleA},
+				at:  v1alpha1.NodeInventoryObservation{ObservedAt: &metav1.Time{Time: now.Truncate(time.Second)}, NodeCount: 1, Nodes: staleA(2 * time.Minute)},
 			},
 		},
 		"StaleStaysStaleAfterAnOutage": {
 			reason:  "A node already published stale gets no grace: it stays out until it checks in.",
 			cluster: &fakeCluster{nodes: []*corev1.Node{nodeAt(2 * time.Minute)}, since: now.Add(-10 * time.Second)},
-			cr:      inventory(corev1.ConditionTrue, v1alpha1.NodeInventoryObservation{ObservedAt: &then, NodeCount: 1, Nodes: staleA}, nil),
+			cr:      inventory(corev1.ConditionTrue, v1alpha1.NodeInventoryObservation{ObservedAt: &then, NodeCount: 1, Nodes: staleA(2 * time.Minute)}, nil),
 			want: want{
 				obs: managed.ExternalObservation{ResourceExists: true, ResourceUpToDate: true},
-				at:  v1alpha1.NodeInventoryObservation{ObservedAt: &then, NodeCount: 1, Nodes: staleA},
+				at:  v1alpha1.NodeInventoryObservation{ObservedAt: &then, NodeCount: 1, Nodes: staleA(2 * time.Minute)},
 			},
 		},
 		"FirstObservationOfAStaleNode": {
@@ -185,7 +206,7 @@ func TestObserve(t *testing.T) {
 			cr:      inventory("", v1alpha1.NodeInventoryObservation{}, nil),
 			want: want{
 				obs: managed.ExternalObservation{ResourceExists: true, ResourceUpToDate: true},
-				at:  v1alpha1.NodeInventoryObservation{ObservedAt: &metav1.Time{Time: now.Truncate(time.Second)}, NodeCount: 1, Nodes: staleA},
+				at:  v1alpha1.NodeInventoryObservation{ObservedAt: &metav1.Time{Time: now.Truncate(time.Second)}, NodeCount: 1, Nodes: staleA(2 * time.Minute)},
 			},
 		},
 		"Pending": {
@@ -252,6 +273,29 @@ func TestObserve(t *testing.T) {
 				at:  v1alpha1.NodeInventoryObservation{ObservedAt: &then},
 			},
 		},
+		"Incomplete": {
+			reason:  "The bounds that left Nodes or foreign Peers out are published, those of the watch and those of the objects alike; a Node whose name no API server accepts is not published.",
+			cluster: &fakeCluster{nodes: []*corev1.Node{nodeA, {ObjectMeta: metav1.ObjectMeta{Name: "Not_A_Name"}}}, nodesCut: "more than 5000 Nodes", peersCut: "more than 16384 Peers"},
+			cr:      inventory(corev1.ConditionTrue, v1alpha1.NodeInventoryObservation{ObservedAt: &then, NodeCount: 1, Nodes: observedA}, map[string]string{"mesh": "m"}),
+			want: want{
+				obs: managed.ExternalObservation{ResourceExists: true, ResourceUpToDate: true},
+				at: v1alpha1.NodeInventoryObservation{
+					ObservedAt: &metav1.Time{Time: now.Truncate(time.Second)}, NodeCount: 1, Nodes: observedA,
+					NodesIncomplete:        "more than 5000 Nodes; " + inv.ReasonBadName,
+					ForeignPeersIncomplete: "more than 16384 Peers",
+				},
+				wake: in(50),
+			},
+		},
+		"MemberErrorCut": {
+			reason:  "What a member says in an error reaches the condition cut to a bounded length, on a character boundary.",
+			cluster: &fakeCluster{nodesErr: errors.New(strings.Repeat("é", 1<<20))},
+			cr:      inventory(corev1.ConditionTrue, v1alpha1.NodeInventoryObservation{ObservedAt: &then, Nodes: observedA}, nil),
+			want: want{
+				at:  v1alpha1.NodeInventoryObservation{ObservedAt: &then, Nodes: observedA},
+				err: remote.CutError(errors.Wrap(errors.New(strings.Repeat("é", 1<<20)), errObserveNodes)),
+			},
+		},
 		"PeersUnreachable": {
 			reason:  "Peers that cannot be listed are an error.",
 			cluster: &fakeCluster{peersErr: errors.New("boom")},
@@ -279,6 +323,9 @@ func TestObserve(t *testing.T) {
 			}
 			if diff := cmp.Diff(tc.want.obs, obs); diff != "" {
 				t.Errorf("\n%s\nObserve(...): -want, +got:\n%s", tc.reason, diff)
+			}
+			if err != nil && len(err.Error()) > remote.MaxErrorBytes {
+				t.Errorf("\n%s\nObserve(...): an error of %d bytes, more than %d", tc.reason, len(err.Error()), remote.MaxErrorBytes)
 			}
 			if diff := cmp.Diff(tc.want.at, tc.cr.Status.AtProvider, cmpopts.EquateEmpty()); diff != "" {
 				t.Errorf("\n%s\nObserve(...): -want atProvider, +got atProvider:\n%s", tc.reason, diff)

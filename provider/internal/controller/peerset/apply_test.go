@@ -36,6 +36,8 @@ type staleWatch []*kilov1alpha1.Peer
 
 func (w staleWatch) Peers(context.Context) ([]*kilov1alpha1.Peer, error) { return w, nil }
 
+func (w staleWatch) PeersIncomplete() string { return "" }
+
 // TestCreateOnly writes to a real member cluster while the set's watch lags
 // behind: a Peer someone created under a desired name since the watch last
 // looked is reported as a conflict and left alone, even when its spec is

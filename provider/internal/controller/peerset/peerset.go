@@ -26,6 +26,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	kerrors "k8s.io/apimachinery/pkg/api/errors"
@@ -61,6 +62,7 @@ const (
 	errFmtApply     = "cannot apply %d of %d Peers"
 	errFmtDelete    = "cannot delete %d of %d Peers"
 	errFmtSkipped   = "%d Peers were not written: the cluster stopped answering"
+	errFmtDeadline  = "the cluster did not complete the writes of this reconcile within %s; the rest follows at the next one"
 	errConvert      = "cannot convert the Peer for apply"
 	errFmtApplyPeer = "cannot apply Peer %q"
 	errFmtPutPeer   = "cannot replace Peer %q"
@@ -86,16 +88,27 @@ const ReasonPeerProblems xpv2.ConditionReason = "PeerProblems"
 // take seconds, not minutes.
 const workers = 16
 
+// DefaultWriteDeadline bounds the writes of one reconcile of a PeerSet, all
+// of them together: a member that answers its watch but stalls writes holds
+// a worker of the provider no longer than this per reconcile, and its sets
+// are retried with a growing backoff. 2,000 Peers take a few seconds.
+const DefaultWriteDeadline = 10 * time.Second
+
 // maxListed is how many problems a condition message names.
 const maxListed = 5
 
-// Setup adds a controller that reconciles PeerSets.
-func Setup(mgr ctrl.Manager, o controller.Options, reg *remote.Registry, usage *clients.UsageTracker, res *clients.Resolver) error {
+// Setup adds a controller that reconciles PeerSets. writeDeadline bounds
+// the writes of a reconcile; DefaultWriteDeadline when zero.
+func Setup(mgr ctrl.Manager, o controller.Options, reg *remote.Registry, usage *clients.UsageTracker, res *clients.Resolver, writeDeadline time.Duration) error {
 	name := managed.ControllerName(v1alpha1.PeerSetKind)
+	if writeDeadline <= 0 {
+		writeDeadline = DefaultWriteDeadline
+	}
 	c := &connector{
-		resolver: res,
-		usage:    usage,
-		registry: reg,
+		resolver:      res,
+		usage:         usage,
+		registry:      reg,
+		writeDeadline: writeDeadline,
 	}
 	opts := []managed.ReconcilerOption{
 		managed.WithTypedExternalConnector[*v1alpha1.PeerSet](c),
@@ -129,9 +142,10 @@ func Setup(mgr ctrl.Manager, o controller.Options, reg *remote.Registry, usage *
 }
 
 type connector struct {
-	resolver *clients.Resolver
-	usage    *clients.UsageTracker
-	registry *remote.Registry
+	resolver      *clients.Resolver
+	usage         *clients.UsageTracker
+	registry      *remote.Registry
+	writeDeadline time.Duration
 }
 
 // Connect returns an external client of the set's cluster.
@@ -154,12 +168,15 @@ func (c *connector) Connect(ctx context.Context, cr *v1alpha1.PeerSet) (managed.
 	if err != nil {
 		return nil, errors.Wrap(err, errClient)
 	}
-	return &external{peers: cl, kube: kc, origin: creds.Origin, manager: FieldManager(cr.GetNamespace(), cr.GetName())}, nil
+	return &external{peers: cl, kube: kc, origin: creds.Origin, manager: FieldManager(cr.GetNamespace(), cr.GetName()), writeDeadline: c.writeDeadline}, nil
 }
 
 // PeerLister lists the Peers of a cluster.
 type PeerLister interface {
 	Peers(ctx context.Context) ([]*kilov1alpha1.Peer, error)
+	// PeersIncomplete names the bounds that left Peers of the cluster
+	// unread, or is empty.
+	PeersIncomplete() string
 }
 
 // An external keeps one set's Peers in its cluster. It reads the cluster
@@ -171,6 +188,8 @@ type external struct {
 	origin string
 	// manager is the set's own field manager.
 	manager string
+	// writeDeadline bounds the writes of one reconcile.
+	writeDeadline time.Duration
 
 	// plan is the result of the last Observe, used by the Create, Update or
 	// Delete of the same reconcile, and selector the set's selector.
@@ -180,8 +199,15 @@ type external struct {
 
 // Observe compares the set with the Peers of the cluster. A set whose
 // selector reaches beyond its own namespace's meshes, or whose Peers would
-// not fit one object, is refused before anything is written.
+// not fit one object, is refused before anything is written. An error that
+// quotes the cluster is cut to remote.MaxErrorBytes, as are those of
+// Create, Update and Delete: each becomes the Synced condition's message.
 func (e *external) Observe(ctx context.Context, cr *v1alpha1.PeerSet) (managed.ExternalObservation, error) {
+	o, err := e.observe(ctx, cr)
+	return o, remote.CutError(err)
+}
+
+func (e *external) observe(ctx context.Context, cr *v1alpha1.PeerSet) (managed.ExternalObservation, error) {
 	selector, err := Selector(cr.GetNamespace(), cr.Spec.ForProvider.Selector)
 	if err != nil {
 		if meta.WasDeleted(cr) {
@@ -212,7 +238,7 @@ func (e *external) Observe(ctx context.Context, cr *v1alpha1.PeerSet) (managed.E
 	}
 	params := cr.Spec.ForProvider
 	params.Selector = selector
-	e.plan = NewPlan(params, actual)
+	e.plan = NewPlan(params, actual, e.peers.PeersIncomplete())
 	e.selector = selector
 	if meta.WasDeleted(cr) {
 		return managed.ExternalObservation{ResourceExists: len(e.plan.Owned) > 0}, nil
@@ -258,12 +284,16 @@ func (e *external) Create(ctx context.Context, cr *v1alpha1.PeerSet) (managed.Ex
 // Update applies the desired Peers that are missing or differ and deletes
 // the owned Peers no longer desired. A Peer the API server rejects, or whose
 // name someone else took meanwhile, is reported as a problem; the others are
-// still applied. Once the cluster stops answering, nothing more is tried.
+// still applied. Once the cluster stops answering, or the writes of this
+// reconcile have taken writeDeadline, nothing more is tried: the reconcile
+// fails, and the rest follows at the next, after a backoff.
 func (e *external) Update(ctx context.Context, cr *v1alpha1.PeerSet) (managed.ExternalUpdate, error) {
-	out := e.applyAll(ctx, e.plan.Apply)
+	wctx, cancel := context.WithTimeout(ctx, e.deadlineOrDefault())
+	defer cancel()
+	out := e.applyAll(wctx, e.plan.Apply)
 	problems := append(append([]v1alpha1.PeerProblem(nil), e.plan.Problems...), out.rejected...)
 	sort.SliceStable(problems, func(i, j int) bool { return problems[i].Peer < problems[j].Peer })
-	setStatus(cr, e.plan.Desired, e.plan.Applied+len(e.plan.Apply)-len(out.rejected)-len(out.failed)-out.skipped, problems)
+	setStatus(cr, e.plan.Desired, e.plan.Applied+out.applied, problems)
 
 	var errs []error
 	if len(out.failed) > 0 {
@@ -271,21 +301,40 @@ func (e *external) Update(ctx context.Context, cr *v1alpha1.PeerSet) (managed.Ex
 	}
 	if out.skipped > 0 {
 		errs = append(errs, errors.Errorf(errFmtSkipped, out.skipped))
-	} else if derr, skipped := e.deleteAll(ctx, e.plan.Delete); len(derr) > 0 || skipped > 0 {
+	} else if derr, skipped := e.deleteAll(wctx, e.plan.Delete); len(derr) > 0 || skipped > 0 {
 		errs = append(errs, deleteError(derr, skipped, len(e.plan.Delete)))
 	}
 	if len(errs) > 0 {
-		return managed.ExternalUpdate{}, errors.Join(errs...)
+		return managed.ExternalUpdate{}, remote.CutError(e.deadline(wctx, errors.Join(errs...)))
 	}
 	return managed.ExternalUpdate{}, nil
 }
 
-// Delete deletes every Peer the set owns, and nothing else.
+// Delete deletes every Peer the set owns, and nothing else, within the
+// write deadline of a reconcile.
 func (e *external) Delete(ctx context.Context, _ *v1alpha1.PeerSet) (managed.ExternalDelete, error) {
-	if derr, skipped := e.deleteAll(ctx, e.plan.Owned); len(derr) > 0 || skipped > 0 {
-		return managed.ExternalDelete{}, deleteError(derr, skipped, len(e.plan.Owned))
+	wctx, cancel := context.WithTimeout(ctx, e.deadlineOrDefault())
+	defer cancel()
+	if derr, skipped := e.deleteAll(wctx, e.plan.Owned); len(derr) > 0 || skipped > 0 {
+		return managed.ExternalDelete{}, remote.CutError(e.deadline(wctx, deleteError(derr, skipped, len(e.plan.Owned))))
 	}
 	return managed.ExternalDelete{}, nil
+}
+
+func (e *external) deadlineOrDefault() time.Duration {
+	if e.writeDeadline <= 0 {
+		return DefaultWriteDeadline
+	}
+	return e.writeDeadline
+}
+
+// deadline says so first when the writes' deadline ended them: the
+// requests' own errors say only that they were cancelled.
+func (e *external) deadline(wctx context.Context, err error) error {
+	if errors.Is(wctx.Err(), context.DeadlineExceeded) {
+		return errors.Wrapf(err, errFmtDeadline, e.deadlineOrDefault())
+	}
+	return err
 }
 
 func deleteError(errs []error, skipped, total int) error {
@@ -309,6 +358,9 @@ type applied struct {
 	// skipped counts the Peers not tried once the cluster stopped
 	// answering.
 	skipped int
+	// applied counts the Peers written as desired: not those written with
+	// routes withheld.
+	applied int
 }
 
 // applyAll applies the changes, several at a time.
@@ -319,11 +371,14 @@ func (e *external) applyAll(ctx context.Context, changes []Change) applied {
 	)
 	out.skipped = forEach(len(changes), func(i int) error {
 		err := e.apply(ctx, changes[i])
-		if err == nil {
-			return nil
-		}
 		mu.Lock()
 		defer mu.Unlock()
+		if err == nil {
+			if !changes[i].Partial {
+				out.applied++
+			}
+			return nil
+		}
 		switch {
 		case kerrors.IsAlreadyExists(err):
 			out.rejected = append(out.rejected, v1alpha1.PeerProblem{Peer: changes[i].Want.Name, Reason: v1alpha1.ReasonPeerNameConflict, Message: fmt.Sprintf(msgFmtTaken, changes[i].Want.Name)})

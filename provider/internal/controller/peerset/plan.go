@@ -26,14 +26,18 @@ import (
 
 	kilov1alpha1 "github.com/kilomesh/kilomesh/apis/kilo/v1alpha1"
 	"github.com/kilomesh/kilomesh/apis/kube/v1alpha1"
+	"github.com/kilomesh/kilomesh/provider/inventory"
 )
 
 // A Change is a desired Peer to create or correct.
 type Change struct {
-	// Want is the Peer as the set wants it.
+	// Want is the Peer as the set writes it.
 	Want *kilov1alpha1.Peer
 	// Have is the owned Peer of the same name in the cluster, if any.
 	Have *kilov1alpha1.Peer
+	// Partial is true when some of the desired Peer's routes are withheld:
+	// written, it is still not as desired.
+	Partial bool
 }
 
 // A Plan is what a PeerSet must do to its cluster.
@@ -60,22 +64,15 @@ func (p Plan) UpToDate() bool { return len(p.Apply) == 0 && len(p.Delete) == 0 }
 // is owned when it carries every selector label; a Peer that is not owned is
 // never changed, and a desired Peer that would clash with one (same name,
 // or same public key) is reported instead of applied, as is a desired Peer
-// that breaks Kilo's rules. The other desired Peers are planned as usual.
-func NewPlan(params v1alpha1.PeerSetParameters, actual []*kilov1alpha1.Peer) Plan {
+// that breaks Kilo's rules or the provider's bounds. A route of a desired
+// Peer that overlaps a route of a Peer the set does not own is withheld
+// (see routeCheck), and so is every new route while incomplete names a
+// bound that left Peers of the cluster unread. The other desired Peers are
+// planned as usual.
+func NewPlan(params v1alpha1.PeerSetParameters, actual []*kilov1alpha1.Peer, incomplete string) Plan {
 	plan := Plan{Desired: len(params.Peers)}
-	byName := make(map[string]*kilov1alpha1.Peer, len(actual))
-	foreignKey := map[string]string{}
-	for _, a := range actual {
-		byName[a.Name] = a
-		if Owns(params.Selector, a) {
-			plan.Owned = append(plan.Owned, a)
-			continue
-		}
-		if prev, ok := foreignKey[a.Spec.PublicKey]; !ok || a.Name < prev {
-			foreignKey[a.Spec.PublicKey] = a.Name
-		}
-	}
-	sort.Slice(plan.Owned, func(i, j int) bool { return plan.Owned[i].Name < plan.Owned[j].Name })
+	c := readCluster(params.Selector, actual, incomplete)
+	plan.Owned = c.owned
 
 	desired := append([]v1alpha1.DesiredPeer(nil), params.Peers...)
 	sort.SliceStable(desired, func(i, j int) bool { return desired[i].Name < desired[j].Name })
@@ -84,37 +81,7 @@ func NewPlan(params v1alpha1.PeerSetParameters, actual []*kilov1alpha1.Peer) Pla
 	for i := range desired {
 		d := &desired[i]
 		wanted[d.Name] = true
-		want := Desired(params.Selector, d)
-		have, exists := byName[d.Name]
-		problem := func(reason, msg string) {
-			plan.Problems = append(plan.Problems, v1alpha1.PeerProblem{Peer: d.Name, Reason: reason, Message: msg})
-		}
-		if errs := want.Validate(); len(errs) > 0 {
-			problem(v1alpha1.ReasonPeerInvalid, errs.ToAggregate().Error())
-			continue
-		}
-		if exists && !Owns(params.Selector, have) {
-			problem(v1alpha1.ReasonPeerNameConflict, fmt.Sprintf("a Peer named %q without the labels %s of this set exists in the cluster", d.Name, labelList(params.Selector)))
-			continue
-		}
-		if other, ok := foreignKey[d.Spec.PublicKey]; ok {
-			problem(v1alpha1.ReasonPeerKeyConflict, fmt.Sprintf("Peer %q, which this set does not own, already uses the public key", other))
-			continue
-		}
-		if other, ok := keyOf[d.Spec.PublicKey]; ok {
-			problem(v1alpha1.ReasonPeerKeyConflict, fmt.Sprintf("desired Peer %q of this set already uses the public key", other))
-			continue
-		}
-		keyOf[d.Spec.PublicKey] = d.Name
-		if exists && Matches(have, want) {
-			plan.Applied++
-			continue
-		}
-		c := Change{Want: want}
-		if exists {
-			c.Have = have
-		}
-		plan.Apply = append(plan.Apply, c)
+		c.plan(&plan, params.Selector, d, keyOf)
 	}
 	for _, o := range plan.Owned {
 		if !wanted[o.Name] {
@@ -122,6 +89,119 @@ func NewPlan(params v1alpha1.PeerSetParameters, actual []*kilov1alpha1.Peer) Pla
 		}
 	}
 	return plan
+}
+
+// A cluster is what a set knows of the Peers of its cluster.
+type cluster struct {
+	byName     map[string]*kilov1alpha1.Peer
+	owned      []*kilov1alpha1.Peer
+	foreignKey map[string]string
+	routes     *routeCheck
+}
+
+// readCluster sorts the Peers of a cluster into the set's own and the
+// others. A Peer whose name no API server accepts is left out: nothing of
+// it can be trusted, and with it the cluster is not read whole.
+func readCluster(selector map[string]string, actual []*kilov1alpha1.Peer, incomplete string) *cluster {
+	c := &cluster{byName: make(map[string]*kilov1alpha1.Peer, len(actual)), foreignKey: map[string]string{}}
+	unread := inventory.Reasons{}
+	unread.Add(incomplete)
+	var routes foreignRoutes
+	for _, a := range actual {
+		r := inventory.Unpublishable(&a.ObjectMeta)
+		unread.Add(r)
+		if r == inventory.ReasonBadName {
+			continue
+		}
+		c.byName[a.Name] = a
+		if Owns(selector, a) {
+			c.owned = append(c.owned, a)
+			continue
+		}
+		if prev, ok := c.foreignKey[a.Spec.PublicKey]; !ok || a.Name < prev {
+			c.foreignKey[a.Spec.PublicKey] = a.Name
+		}
+		if len(a.Spec.AllowedIPs) > inventory.MaxPeerAllowedIPs {
+			unread.Add(fmt.Sprintf("more than %d routes in one Peer", inventory.MaxPeerAllowedIPs))
+		}
+		routes.add(a)
+	}
+	sort.Slice(c.owned, func(i, j int) bool { return c.owned[i].Name < c.owned[j].Name })
+	c.routes = routes.check(unread.String())
+	return c
+}
+
+// plan adds one desired Peer to the plan: as a change, as applied, or as
+// a problem. keyOf records the keys of the set's Peers planned so far.
+func (c *cluster) plan(plan *Plan, selector map[string]string, d *v1alpha1.DesiredPeer, keyOf map[string]string) {
+	want := Desired(selector, d)
+	have, exists := c.byName[d.Name]
+	problem := func(reason, msg string) {
+		plan.Problems = append(plan.Problems, v1alpha1.PeerProblem{Peer: d.Name, Reason: reason, Message: msg})
+	}
+	if errs := want.Validate(); len(errs) > 0 {
+		problem(v1alpha1.ReasonPeerInvalid, errs.ToAggregate().Error())
+		return
+	}
+	if msg := beyondBounds(want); msg != "" {
+		problem(v1alpha1.ReasonPeerInvalid, msg)
+		return
+	}
+	if exists && !Owns(selector, have) {
+		problem(v1alpha1.ReasonPeerNameConflict, fmt.Sprintf("a Peer named %q without the labels %s of this set exists in the cluster", d.Name, labelList(selector)))
+		return
+	}
+	if other, ok := c.foreignKey[d.Spec.PublicKey]; ok {
+		problem(v1alpha1.ReasonPeerKeyConflict, fmt.Sprintf("Peer %q, which this set does not own, already uses the public key", other))
+		return
+	}
+	if other, ok := keyOf[d.Spec.PublicKey]; ok {
+		problem(v1alpha1.ReasonPeerKeyConflict, fmt.Sprintf("desired Peer %q of this set already uses the public key", other))
+		return
+	}
+	keyOf[d.Spec.PublicKey] = d.Name
+	var incumbent *kilov1alpha1.Peer
+	if exists {
+		incumbent = have
+	}
+	kept, msg := c.routes.keep(want.Spec.AllowedIPs, incumbent)
+	if msg != "" {
+		problem(v1alpha1.ReasonPeerRouteConflict, msg)
+		if len(kept) == 0 {
+			return
+		}
+		want.Spec.AllowedIPs = kept
+	}
+	if exists && Matches(have, want) {
+		if msg == "" {
+			plan.Applied++
+		}
+		return
+	}
+	ch := Change{Want: want, Partial: msg != ""}
+	if exists {
+		ch.Have = have
+	}
+	plan.Apply = append(plan.Apply, ch)
+}
+
+// beyondBounds says why a valid desired Peer could not be read back whole
+// from the cluster (see inventory.SlimPeer), or "": the set would then find
+// it different after every write, and write it forever.
+func beyondBounds(p *kilov1alpha1.Peer) string {
+	size := 0
+	for k, v := range p.Labels {
+		size += len(k) + len(v)
+	}
+	switch {
+	case len(p.Labels) > inventory.MaxLabels || size > inventory.MaxLabelBytes:
+		return fmt.Sprintf("metadata.labels: more than %d labels or %d bytes of them, more than provider-kilomesh reads back", inventory.MaxLabels, inventory.MaxLabelBytes)
+	case len(p.Spec.AllowedIPs) > inventory.MaxPeerAllowedIPs:
+		return fmt.Sprintf("spec.allowedIPs: more than %d, Kilo's limit", inventory.MaxPeerAllowedIPs)
+	case len(p.Spec.PresharedKey) > inventory.MaxKeyBytes:
+		return fmt.Sprintf("spec.presharedKey: longer than %d bytes; a WireGuard key is 44", inventory.MaxKeyBytes)
+	}
+	return ""
 }
 
 // Owns reports whether a Peer carries every selector label. An empty

@@ -17,7 +17,9 @@ limitations under the License.
 package peerset
 
 import (
+	"fmt"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -26,6 +28,7 @@ import (
 
 	kilov1alpha1 "github.com/kilomesh/kilomesh/apis/kilo/v1alpha1"
 	"github.com/kilomesh/kilomesh/apis/kube/v1alpha1"
+	"github.com/kilomesh/kilomesh/provider/inventory"
 )
 
 const (
@@ -46,6 +49,21 @@ func have(name, key string, labels map[string]string) *kilov1alpha1.Peer {
 	}
 }
 
+// routing returns p with other allowed IPs.
+func routing(p *kilov1alpha1.Peer, allowed ...string) *kilov1alpha1.Peer {
+	p.Spec.AllowedIPs = allowed
+	return p
+}
+
+// wantRoutes returns a desired Peer with other allowed IPs.
+func wantRoutes(name, key string, allowed ...string) v1alpha1.DesiredPeer {
+	d := want(name, key)
+	d.Spec.AllowedIPs = allowed
+	return d
+}
+
+const keyC = "Q0NDQ0NDQ0NDQ0NDQ0NDQ0NDQ0NDQ0NDQ0NDQ0NDQ0M="
+
 var ownedLabels = map[string]string{"mesh": "m1", "own": "x"}
 
 // summary is the part of a Plan the cases compare.
@@ -64,6 +82,9 @@ func summarise(p Plan) summary {
 		n := c.Want.Name
 		if c.Have != nil {
 			n += "(update)"
+		}
+		if c.Partial {
+			n += fmt.Sprint(c.Want.Spec.AllowedIPs)
 		}
 		s.Apply = append(s.Apply, n)
 	}
@@ -85,8 +106,9 @@ func TestNewPlan(t *testing.T) {
 	drifted := have("a", keyA, ownedLabels)
 	drifted.Spec.PresharedKey = "added by hand"
 	type args struct {
-		params v1alpha1.PeerSetParameters
-		actual []*kilov1alpha1.Peer
+		params     v1alpha1.PeerSetParameters
+		actual     []*kilov1alpha1.Peer
+		incomplete string
 	}
 	cases := map[string]struct {
 		reason string
@@ -128,7 +150,10 @@ func TestNewPlan(t *testing.T) {
 				params: v1alpha1.PeerSetParameters{Selector: sel, Peers: []v1alpha1.DesiredPeer{
 					want("taken", "Y2xhc2huYW1lY2xhc2huYW1lY2xhc2huYW1lY2xhc2g="), want("dup-key", keyB), want("fine", keyA),
 				}},
-				actual: []*kilov1alpha1.Peer{have("taken", "dGFrZW50YWtlbnRha2VudGFrZW50YWtlbnRha2VudGE=", nil), have("holder", keyB, map[string]string{"mesh": "m2"})},
+				actual: []*kilov1alpha1.Peer{
+					routing(have("taken", "dGFrZW50YWtlbnRha2VudGFrZW50YWtlbnRha2VudGE=", nil), "10.8.0.0/24"),
+					routing(have("holder", keyB, map[string]string{"mesh": "m2"}), "10.9.0.0/24"),
+				},
 			},
 			want: summary{Apply: []string{"fine"}, Problems: []string{"dup-key=PeerKeyConflict", "taken=PeerNameConflict"}, Desired: 3},
 		},
@@ -145,6 +170,100 @@ func TestNewPlan(t *testing.T) {
 			},
 			want: summary{Apply: []string{"a"}, Owned: []string{"bad"}, Problems: []string{"bad=PeerInvalid"}, Desired: 2},
 		},
+		"RouteTaken": {
+			reason: "A route that overlaps a foreign Peer's (inside it, containing it, or equal) is withheld and reported; the rest of the Peer is applied, and it does not count as applied.",
+			args: args{
+				params: v1alpha1.PeerSetParameters{Selector: sel, Peers: []v1alpha1.DesiredPeer{
+					wantRoutes("a", keyA, "10.0.1.0/24", "10.7.0.0/16", "10.9.0.0/24", "192.168.0.0/16"),
+				}},
+				actual: []*kilov1alpha1.Peer{
+					routing(have("vpn", keyB, nil), "10.0.0.0/16", "not a route"),
+					routing(have("host", keyC, map[string]string{"mesh": "m2"}), "10.7.1.5/32", "10.9.0.0/24"),
+				},
+			},
+			want: summary{Apply: []string{"a[192.168.0.0/16]"}, Problems: []string{"a=PeerRouteConflict"}, Desired: 1},
+		},
+		"EveryRouteTaken": {
+			reason: "A Peer left without a route is not applied.",
+			args: args{
+				params: v1alpha1.PeerSetParameters{Selector: sel, Peers: []v1alpha1.DesiredPeer{wantRoutes("a", keyA, "10.0.1.0/24")}},
+				actual: []*kilov1alpha1.Peer{routing(have("vpn", keyB, nil), "0.0.0.0/0")},
+			},
+			want: summary{Problems: []string{"a=PeerRouteConflict"}, Desired: 1},
+		},
+		"Incumbent": {
+			reason: "Whoever routes a prefix first keeps it: the set's own Peer that already routes exactly that prefix keeps it when a foreign Peer comes to overlap it; a new route of the same Peer is still withheld.",
+			args: args{
+				params: v1alpha1.PeerSetParameters{Selector: sel, Peers: []v1alpha1.DesiredPeer{wantRoutes("a", keyA, "10.0.0.0/24", "10.0.1.0/24")}},
+				actual: []*kilov1alpha1.Peer{
+					routing(have("a", keyA, ownedLabels), "10.0.0.0/24"),
+					routing(have("late", keyB, nil), "10.0.0.0/16"),
+				},
+			},
+			want: summary{Owned: []string{"a"}, Problems: []string{"a=PeerRouteConflict"}, Desired: 1},
+		},
+		"IncumbentUpToDate": {
+			reason: "A Peer whose routes all were routed first by the set is applied as usual.",
+			args: args{
+				params: v1alpha1.PeerSetParameters{Selector: sel, Peers: []v1alpha1.DesiredPeer{wantRoutes("a", keyA, "10.0.0.0/24")}},
+				actual: []*kilov1alpha1.Peer{
+					routing(have("a", keyA, ownedLabels), "10.0.0.0/24"),
+					routing(have("late", keyB, nil), "10.0.0.0/16"),
+				},
+			},
+			want: summary{Owned: []string{"a"}, Applied: 1, Desired: 1},
+		},
+		"IncumbencyIsByName": {
+			reason: "Another Peer of the set routing the prefix is no incumbent of this one.",
+			args: args{
+				params: v1alpha1.PeerSetParameters{Selector: sel, Peers: []v1alpha1.DesiredPeer{wantRoutes("a", keyA, "10.0.0.0/24"), wantRoutes("b", keyB, "10.5.0.0/24")}},
+				actual: []*kilov1alpha1.Peer{
+					routing(have("b", keyB, ownedLabels), "10.0.0.0/24"),
+					routing(have("vpn", keyC, nil), "10.0.0.0/16"),
+				},
+			},
+			want: summary{Apply: []string{"b(update)"}, Owned: []string{"b"}, Problems: []string{"a=PeerRouteConflict"}, Desired: 2},
+		},
+		"IncompleteWritesNoNewRoute": {
+			reason: "While the cluster's Peers cannot be read whole, no new route is written: an unread Peer may route it. Routes the set's own Peer already has are kept.",
+			args: args{
+				params: v1alpha1.PeerSetParameters{Selector: sel, Peers: []v1alpha1.DesiredPeer{
+					wantRoutes("a", keyA, "10.0.0.0/24", "10.0.1.0/24"), wantRoutes("b", keyB, "10.1.0.0/24"),
+				}},
+				actual:     []*kilov1alpha1.Peer{routing(have("a", keyA, ownedLabels), "10.0.0.0/24")},
+				incomplete: "more than 16384 Peers",
+			},
+			want: summary{Owned: []string{"a"}, Problems: []string{"a=PeerRouteConflict", "b=PeerRouteConflict"}, Desired: 2},
+		},
+		"UnreadablePeer": {
+			reason: "A Peer whose name no API server accepts, or one kept without its labels, means the cluster's Peers are not read whole.",
+			args: args{
+				params: v1alpha1.PeerSetParameters{Selector: sel, Peers: []v1alpha1.DesiredPeer{wantRoutes("a", keyA, "10.0.0.0/24")}},
+				actual: []*kilov1alpha1.Peer{routing(have("Bad_Name", keyB, nil), "10.9.0.0/24")},
+			},
+			want: summary{Problems: []string{"a=PeerRouteConflict"}, Desired: 1},
+		},
+		"BeyondBounds": {
+			reason: "A Peer the provider could not read back whole (too many labels, allowed IPs, a preshared key too long) is invalid: it would be written at every reconcile.",
+			args: args{
+				params: v1alpha1.PeerSetParameters{Selector: sel, Peers: func() []v1alpha1.DesiredPeer {
+					labels := want("labels", keyA)
+					labels.Labels = map[string]string{}
+					for i := range inventory.MaxLabels {
+						labels.Labels[fmt.Sprintf("l%d", i)] = "v"
+					}
+					routes := want("routes", keyB)
+					routes.Spec.AllowedIPs = nil
+					for i := range inventory.MaxPeerAllowedIPs + 1 {
+						routes.Spec.AllowedIPs = append(routes.Spec.AllowedIPs, fmt.Sprintf("10.%d.%d.0/24", i/256, i%256))
+					}
+					psk := want("psk", keyC)
+					psk.Spec.PresharedKey = strings.Repeat("k", inventory.MaxKeyBytes+1)
+					return []v1alpha1.DesiredPeer{labels, routes, psk}
+				}()},
+			},
+			want: summary{Problems: []string{"labels=PeerInvalid", "psk=PeerInvalid", "routes=PeerInvalid"}, Desired: 3},
+		},
 		"EmptySelectorOwnsNothing": {
 			reason: "An empty selector would own every Peer: it owns none instead.",
 			args: args{
@@ -156,7 +275,7 @@ func TestNewPlan(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			got := summarise(NewPlan(tc.args.params, tc.args.actual))
+			got := summarise(NewPlan(tc.args.params, tc.args.actual, tc.args.incomplete))
 			if diff := cmp.Diff(tc.want, got, cmpopts.EquateEmpty()); diff != "" {
 				t.Errorf("\n%s\nNewPlan(...): -want, +got:\n%s", tc.reason, diff)
 			}
@@ -206,6 +325,67 @@ func TestProblemMessage(t *testing.T) {
 			}
 			if diff := cmp.Diff(tc.want, problemMessage(9, ps)); diff != "" {
 				t.Errorf("\n%s\nproblemMessage(...): -want, +got:\n%s", tc.reason, diff)
+			}
+		})
+	}
+}
+
+func TestRouteCheck(t *testing.T) {
+	var r foreignRoutes
+	r.add(routing(have("vpn", keyB, nil), "10.0.0.0/16"))
+	r.add(routing(have("host", keyC, nil), "10.9.1.1/32"))
+	type want struct {
+		kept []string
+		msg  string
+	}
+	cases := map[string]struct {
+		reason     string
+		allowed    []string
+		incumbent  *kilov1alpha1.Peer
+		incomplete string
+		want       want
+	}{
+		"Free": {
+			reason:  "Routes no foreign Peer overlaps are kept, and nothing is said.",
+			allowed: []string{"10.1.0.0/16"},
+			want:    want{kept: []string{"10.1.0.0/16"}},
+		},
+		"Taken": {
+			reason:  "A withheld route is named with the foreign Peer and its route.",
+			allowed: []string{"10.0.1.0/24", "10.9.0.0/16", "10.1.0.0/16"},
+			want: want{
+				kept: []string{"10.1.0.0/16"},
+				msg:  `routes not written, a Peer this set does not own routes them: 10.0.1.0/24 (Peer "vpn" routes 10.0.0.0/16), 10.9.0.0/16 (Peer "host" routes 10.9.1.1/32)`,
+			},
+		},
+		"NoneLeft": {
+			reason:  "A Peer left without a route is said not to be written.",
+			allowed: []string{"10.0.0.0/8"},
+			want:    want{msg: `routes not written, a Peer this set does not own routes them: 10.0.0.0/8 (Peer "vpn" routes 10.0.0.0/16); the Peer, left without a route, is not written`},
+		},
+		"Incomplete": {
+			reason:     "While the Peers cannot be read whole, the bound is named with the routes withheld; the incumbent's route stays.",
+			allowed:    []string{"10.1.0.0/16", "10.2.0.0/16"},
+			incumbent:  routing(have("a", keyA, ownedLabels), "10.1.0.0/16"),
+			incomplete: "more than 16384 Peers",
+			want: want{
+				kept: []string{"10.1.0.0/16"},
+				msg:  "new routes not written, the Peers of the cluster cannot be read whole (more than 16384 Peers): 10.2.0.0/16",
+			},
+		},
+		"Many": {
+			reason:  "Past five routes, the rest are counted.",
+			allowed: []string{"10.0.1.0/24", "10.0.2.0/24", "10.0.3.0/24", "10.0.4.0/24", "10.0.5.0/24", "10.0.6.0/24", "10.0.7.0/24"},
+			want: want{msg: `routes not written, a Peer this set does not own routes them: ` +
+				`10.0.1.0/24 (Peer "vpn" routes 10.0.0.0/16), 10.0.2.0/24 (Peer "vpn" routes 10.0.0.0/16), 10.0.3.0/24 (Peer "vpn" routes 10.0.0.0/16), ` +
+				`10.0.4.0/24 (Peer "vpn" routes 10.0.0.0/16), 10.0.5.0/24 (Peer "vpn" routes 10.0.0.0/16) and 2 more; the Peer, left without a route, is not written`},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			kept, msg := r.check(tc.incomplete).keep(tc.allowed, tc.incumbent)
+			if diff := cmp.Diff(tc.want, want{kept: kept, msg: msg}, cmp.AllowUnexported(want{}), cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("\n%s\nkeep(...): -want, +got:\n%s", tc.reason, diff)
 			}
 		})
 	}

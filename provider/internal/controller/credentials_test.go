@@ -276,6 +276,24 @@ func TestCredentials(t *testing.T) {
 				t.Fatal(err)
 			}
 			eventually(t, tc.reason, synced(inventoryOf(ctx, ns, n), tc.want.synced, tc.want.message))
+			// The owner of the inventory hands nothing to any provider for
+			// a member whose credentials provider-kilomesh refuses; a member
+			// that merely does not answer keeps its credentials.
+			accepted, msg := corev1.ConditionTrue, ""
+			if tc.want.synced == corev1.ConditionFalse && name != "UnreachableServer" {
+				accepted, msg = corev1.ConditionFalse, tc.want.message
+			}
+			eventually(t, tc.reason+" (CredentialsAccepted)", func() error {
+				ni, err := getInventory(ctx, ns, n)
+				if err != nil {
+					return err
+				}
+				c := ni.GetCondition(v1alpha1.TypeCredentialsAccepted)
+				if c.Status != accepted || !strings.Contains(c.Message, msg) {
+					return fmt.Errorf("CredentialsAccepted is %s %q, want %s containing %q", c.Status, c.Message, accepted, msg)
+				}
+				return nil
+			})
 		})
 	}
 

@@ -127,8 +127,10 @@ func (c *connector) Connect(ctx context.Context, cr *v1alpha1.NodeInventory) (ma
 	// their repair is noticed at once.
 	c.registry.Depend(u, sources) //nolint:contextcheck // The watches outlive the reconcile: they run until the registry stops.
 	if err != nil {
+		cr.SetConditions(credentials(err))
 		return nil, err
 	}
+	cr.SetConditions(credentials(nil))
 	if err := c.usage.Track(ctx, cr); err != nil {
 		return nil, err
 	}
@@ -142,6 +144,33 @@ func (c *connector) Connect(ctx context.Context, cr *v1alpha1.NodeInventory) (ma
 		},
 	}, nil
 }
+
+// credentials is the CredentialsAccepted condition after resolving the
+// inventory's credentials: False when provider-kilomesh cannot use them (its
+// checks refuse them, or their config or Secret cannot be read), with the
+// error, which names configs and Secrets, never what they hold. The
+// inventory's owner hands nothing to any provider for the member while it
+// is False: the same credentials would deliver its Peers.
+func credentials(err error) xpv2.Condition {
+	if err != nil {
+		return xpv2.Condition{
+			Type:               v1alpha1.TypeCredentialsAccepted,
+			Status:             corev1.ConditionFalse,
+			LastTransitionTime: metav1.Now(),
+			Reason:             v1alpha1.ReasonCredentialsRefused,
+			Message:            inventory.Cut(err.Error(), maxConditionMessage),
+		}
+	}
+	return xpv2.Condition{
+		Type:               v1alpha1.TypeCredentialsAccepted,
+		Status:             corev1.ConditionTrue,
+		LastTransitionTime: metav1.Now(),
+		Reason:             v1alpha1.ReasonCredentialsAccepted,
+	}
+}
+
+// maxConditionMessage is how long the CredentialsAccepted message grows.
+const maxConditionMessage = 1024
 
 // A Cluster is the part of a member cluster an inventory reads.
 type Cluster interface {

@@ -462,32 +462,42 @@ func (p *Pods) ask(ctx context.Context, from, to *member, kind Kind, r *Result) 
 	if err != nil {
 		return err
 	}
-	text := strings.TrimSpace(string(b))
+	r.Pod, r.Seen, err = judge(string(b), kind, from.probe, to.hello)
+	return err
+}
+
+// judge reads the probe's answer ("<status>\n<body>", or its own error):
+// the hello pod that answered and the address it saw the request come
+// from. It fails unless a hello pod of the target (hello, by name)
+// answered, and, for a request to a pod, unless that pod saw the probe pod's
+// own address: nothing on the way translated it.
+func judge(answer string, kind Kind, probe string, hello map[string]string) (pod, seen string, err error) {
+	text := strings.TrimSpace(answer)
 	status, body, _ := strings.Cut(text, "\n")
 	if status != "200" {
 		// The probe's own error (the request failed inside the pod), or
 		// the status it got.
-		return fmt.Errorf("%w: %s", errAnswer, firstLine(text))
+		return "", "", fmt.Errorf("%w: %s", errAnswer, firstLine(text))
 	}
 	// "hello from pod NAME (uid N), you are HOST:PORT"
 	rest, ok := strings.CutPrefix(body, "hello from pod ")
 	if !ok {
-		return fmt.Errorf("%w: %q", errAnswer, firstLine(body))
+		return "", "", fmt.Errorf("%w: %q", errAnswer, firstLine(body))
 	}
-	r.Pod, _, _ = strings.Cut(rest, " ")
-	if _, seen, ok := strings.Cut(rest, "you are "); ok {
-		r.Seen = seen
-		if i := strings.LastIndex(seen, ":"); i > 0 {
-			r.Seen = seen[:i]
+	pod, _, _ = strings.Cut(rest, " ")
+	if _, addr, ok := strings.Cut(rest, "you are "); ok {
+		seen = addr
+		if host, _, err := net.SplitHostPort(addr); err == nil {
+			seen = host
 		}
 	}
-	if _, ok := to.hello[r.Pod]; !ok {
-		return fmt.Errorf("%w: answered by pod %s, which is no hello pod of the target", errAnswer, r.Pod)
+	if _, ok := hello[pod]; !ok {
+		return pod, seen, fmt.Errorf("%w: answered by pod %s, which is no hello pod of the target", errAnswer, pod)
 	}
-	if kind == ToPod && r.Seen != from.probe {
-		return fmt.Errorf("%w: the hello pod saw the request come from %s, not from the probe pod %s", errAnswer, r.Seen, from.probe)
+	if kind == ToPod && seen != probe {
+		return pod, seen, fmt.Errorf("%w: the hello pod saw the request come from %s, not from the probe pod %s", errAnswer, seen, probe)
 	}
-	return nil
+	return pod, seen, nil
 }
 
 func firstLine(s string) string {

@@ -130,6 +130,18 @@ fi
 if [ -n "$real_pods" ]; then
   "$STACK_DIR/bin/meshtool" pods || stack_log "some real pods do not reach another member (above)"
 fi
+
+# The mesh as kubectl kilomesh shows it (docs/observability.md).
+go build -o "$STACK_DIR/bin/kubectl-kilomesh" ./cmd/kubectl-kilomesh
+kk=("$STACK_DIR/bin/kubectl-kilomesh" --kubeconfig "$STACK_DIR/cluster-a/kubeconfig" -n network)
+printf '\n$ kubectl kilomesh status mesh -n network\n'
+"${kk[@]}" status mesh || true
+svg=$STACK_DIR/mesh.svg
+if ! command -v dot >/dev/null; then
+  svg=$STACK_DIR/mesh.dot # without Graphviz the plugin writes DOT
+fi
+"${kk[@]}" graph mesh -o svg >"$svg" 2>/dev/null || true
+stack_log "the mesh as a picture: $svg (kubectl kilomesh graph mesh -n network -o svg)"
 cat <<EOF
 
 The demo runs in $STACK_DIR ($((SECONDS - started))s to get here). Try:
@@ -140,5 +152,6 @@ The demo runs in $STACK_DIR ($((SECONDS - started))s to get here). Try:
   .cache/bin/kubectl --kubeconfig $STACK_DIR/cluster-b/kubeconfig get peers
   .cache/bin/kubectl --kubeconfig $STACK_DIR/cluster-c/kubeconfig annotate node node-c1 --overwrite kilo.squat.ai/force-endpoint=192.0.2.99:51820
   STACK_DIR=$STACK_DIR $STACK_DIR/bin/meshtool show
+  $STACK_DIR/bin/kubectl-kilomesh --kubeconfig $STACK_DIR/cluster-a/kubeconfig diagnose mesh -n network
 Stop it with: make demo-down
 EOF

@@ -42,6 +42,7 @@ import (
 	"github.com/crossplane/crossplane-runtime/v2/pkg/reconciler/managed"
 
 	"github.com/kilomesh/kilomesh/provider/internal/clients"
+	kmetrics "github.com/kilomesh/kilomesh/provider/internal/metrics"
 	pcontroller "github.com/kilomesh/kilomesh/provider/internal/controller"
 )
 
@@ -122,6 +123,7 @@ func (c *CLI) Run() error {
 	if err != nil {
 		return errors.Wrap(err, errSetup)
 	}
+	metrics.Registry.MustRegister(kmetrics.NewCollector(mgr.GetCache()))
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		return errors.Wrap(err, errProbe)
 	}

@@ -42,8 +42,8 @@ import (
 	"github.com/crossplane/crossplane-runtime/v2/pkg/reconciler/managed"
 
 	"github.com/kilomesh/kilomesh/provider/internal/clients"
-	kmetrics "github.com/kilomesh/kilomesh/provider/internal/metrics"
 	pcontroller "github.com/kilomesh/kilomesh/provider/internal/controller"
+	kmetrics "github.com/kilomesh/kilomesh/provider/internal/metrics"
 )
 
 // CLI of provider-kilomesh.

@@ -126,8 +126,8 @@ func collectInventory(ch chan<- prometheus.Metric, ni *v1alpha1.NodeInventory) {
 	if at.ObservedAt != nil {
 		gauge(ch, descObserved, float64(at.ObservedAt.Unix()), l...)
 	}
-	gauge(ch, descIncomplete, boolean(at.NodesIncomplete != ""), append(l, "nodes")...)
-	gauge(ch, descIncomplete, boolean(at.ForeignPeersIncomplete != ""), append(l, "foreign_peers")...)
+	gauge(ch, descIncomplete, boolean(at.NodesIncomplete != ""), plus(l, "nodes")...)
+	gauge(ch, descIncomplete, boolean(at.ForeignPeersIncomplete != ""), plus(l, "foreign_peers")...)
 }
 
 func collectPeerSet(ch chan<- prometheus.Metric, ps *v1alpha1.PeerSet) {
@@ -141,7 +141,7 @@ func collectPeerSet(ch chan<- prometheus.Metric, ps *v1alpha1.PeerSet) {
 		counts[p.Reason]++
 	}
 	for _, r := range problemReasons {
-		gauge(ch, descProblems, float64(counts[r]), append(l, r)...)
+		gauge(ch, descProblems, float64(counts[r]), plus(l, r)...)
 	}
 }
 
@@ -149,6 +149,12 @@ func collectPeerSet(ch chan<- prometheus.Metric, ps *v1alpha1.PeerSet) {
 // resource name; a resource made by hand has none.
 func member(annotations map[string]string, prefix string) string {
 	return strings.TrimPrefix(annotations[annotationResourceName], prefix)
+}
+
+// plus is labels and one more value, in a slice of their own.
+func plus(labels []string, v string) []string {
+	out := make([]string, 0, len(labels)+1)
+	return append(append(out, labels...), v)
 }
 
 func gauge(ch chan<- prometheus.Metric, d *prometheus.Desc, v float64, labels ...string) {

@@ -21,27 +21,27 @@ import (
 // (fn/metrics.go, fn/meshmetrics.go, provider/internal/metrics), and those
 // of Crossplane core the rules read.
 var exported = map[string]bool{
-	"kilomesh_function_runs_total":                      true,
-	"kilomesh_function_run_duration_seconds_bucket":     true,
-	"kilomesh_function_response_bytes_bucket":           true,
-	"kilomesh_mesh_frozen":                              true,
-	"kilomesh_mesh_converged":                           true,
-	"kilomesh_mesh_member_reachable":                    true,
-	"kilomesh_mesh_member_peers":                        true,
-	"kilomesh_mesh_member_nodes":                        true,
-	"kilomesh_mesh_member_skipped_nodes":                true,
-	"kilomesh_mesh_member_conflicts":                    true,
-	"kilomesh_inventory_reachable":                      true,
-	"kilomesh_inventory_credentials_accepted":           true,
-	"kilomesh_inventory_nodes":                          true,
+	"kilomesh_function_runs_total":                       true,
+	"kilomesh_function_run_duration_seconds_bucket":      true,
+	"kilomesh_function_response_bytes_bucket":            true,
+	"kilomesh_mesh_frozen":                               true,
+	"kilomesh_mesh_converged":                            true,
+	"kilomesh_mesh_member_reachable":                     true,
+	"kilomesh_mesh_member_peers":                         true,
+	"kilomesh_mesh_member_nodes":                         true,
+	"kilomesh_mesh_member_skipped_nodes":                 true,
+	"kilomesh_mesh_member_conflicts":                     true,
+	"kilomesh_inventory_reachable":                       true,
+	"kilomesh_inventory_credentials_accepted":            true,
+	"kilomesh_inventory_nodes":                           true,
 	"kilomesh_inventory_last_observed_timestamp_seconds": true,
-	"kilomesh_inventory_incomplete":                     true,
-	"kilomesh_peerset_peers_desired":                    true,
-	"kilomesh_peerset_peers_applied":                    true,
-	"kilomesh_peerset_problems":                         true,
-	"kilomesh_peerset_synced":                           true,
-	"circuit_breaker_opens_total":                       true,
-	"circuit_breaker_events_total":                      true,
+	"kilomesh_inventory_incomplete":                      true,
+	"kilomesh_peerset_peers_desired":                     true,
+	"kilomesh_peerset_peers_applied":                     true,
+	"kilomesh_peerset_problems":                          true,
+	"kilomesh_peerset_synced":                            true,
+	"circuit_breaker_opens_total":                        true,
+	"circuit_breaker_events_total":                       true,
 }
 
 func dir(t *testing.T) string {
@@ -60,7 +60,7 @@ func promtool(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(filepath.Join(top, "test", "tools", "build.sh"), "promtool")
+	cmd := exec.CommandContext(t.Context(), filepath.Join(top, "test", "tools", "build.sh"), "promtool")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("cannot build promtool: %v\n%s", err, out)
 	}
@@ -70,7 +70,7 @@ func promtool(t *testing.T) string {
 func TestRules(t *testing.T) {
 	bin := promtool(t)
 	for _, args := range [][]string{{"check", "rules", "rules.yaml"}, {"test", "rules", "rules_test.yaml"}} {
-		cmd := exec.Command(bin, args...)
+		cmd := exec.CommandContext(t.Context(), bin, args...)
 		cmd.Dir = dir(t)
 		if out, err := cmd.CombinedOutput(); err != nil {
 			t.Errorf("promtool %s: %v\n%s", strings.Join(args, " "), err, out)
@@ -153,7 +153,7 @@ func TestLiveMetrics(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		cmd := exec.Command(bin, "check", "metrics")
+		cmd := exec.CommandContext(t.Context(), bin, "check", "metrics")
 		cmd.Stdin = in
 		out, err := cmd.CombinedOutput()
 		in.Close()

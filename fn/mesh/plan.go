@@ -156,6 +156,8 @@ type planner struct {
 	endpoints map[netip.Addr]string
 	// advertisers count the segments that advertise an internal address.
 	advertisers map[netip.Addr]int
+	// handshakes are, by target, the Peers its leaders shook hands with.
+	handshakes map[string]*meshv1alpha1.Handshakes
 }
 
 func (p *planner) problem(cluster, reason, what string) {

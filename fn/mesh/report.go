@@ -154,6 +154,7 @@ func (p *planner) clusterStatus(sc *sourceCluster) meshv1alpha1.ClusterStatus {
 	if len(conflicts) > listed {
 		cs.Conflicts, cs.MoreConflicts = conflicts[:listed], len(conflicts)-listed
 	}
+	cs.Handshakes = p.handshakes[name]
 	if sc.obs == nil || sc.obs.ObservedAt == nil {
 		p.plan.Pending = append(p.plan.Pending, fmt.Sprintf("cluster %s has not been observed yet", name))
 	} else {

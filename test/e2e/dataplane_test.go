@@ -58,6 +58,8 @@ func startDataplane(ctx context.Context) (*dataplane.Harness, error) {
 		// The large mesh's nodes get heartbeats only: its Peers are
 		// counted, its packets are not sent.
 		HeartbeatOnly: func(n *corev1.Node) bool { return n.Labels[labelScale] == "true" },
+		// node-n and node-m of the NAT step, behind routers of their own.
+		NAT: behindNAT,
 		Log: func(format string, args ...any) {
 			mu.Lock()
 			defer mu.Unlock()
@@ -350,6 +352,9 @@ func testPackets(ctx context.Context, t *testing.T, mode string, ref meshRef) {
 	})
 	t.Run("after a node is added, packets pass with its Peers and only then", func(t *testing.T) {
 		testNodeAdded(ctx, t, mode, ref)
+	})
+	t.Run("leaders behind NAT are reached while their own keepalives hold the mappings open", func(t *testing.T) {
+		testLeadersBehindNAT(ctx, t, mode, ref)
 	})
 	report.notef("%s: the packet checks took %.0fs", mode, time.Since(start).Seconds())
 }

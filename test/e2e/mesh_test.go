@@ -254,6 +254,11 @@ func testCreate(ctx context.Context, t *testing.T, mode string, ref meshRef) {
 	}
 	t.Logf("Peers in every member after %.1fs, Ready after %.1fs:\n%s", took.Seconds(), time.Since(start).Seconds(), out)
 
+	if mode == string(meshv1alpha1.DeliveryPeerSet) {
+		// PeerSets and their writes are provider-kilomesh's metrics.
+		t.Run("promtool checks the packages' live metrics", func(t *testing.T) { testLiveMetrics(ctx, t) })
+	}
+
 	// What kubectl kilomesh shows: its Peers delivered but the mesh not
 	// converged (node-c2 has no endpoint: Kilo waits for one, and so does
 	// the mesh), a picture, and the fixture's skipped nodes with their

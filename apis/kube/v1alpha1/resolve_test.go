@@ -58,8 +58,8 @@ func TestResolvePeers(t *testing.T) {
 			want:   []string{"p1/k1", "p2/k2", "p3/k3"},
 		},
 		"TwoForms": {
-			reason: "A Peer held by two SegmentSets in two forms resolves nothing: the set cannot tell which to keep.",
-			params: PeerSetParameters{SegmentSetRefs: []SegmentSetReference{{Name: "a-0"}, {Name: "x-0"}}},
+			reason:  "A Peer held by two SegmentSets in two forms resolves nothing: the set cannot tell which to keep.",
+			params:  PeerSetParameters{SegmentSetRefs: []SegmentSetReference{{Name: "a-0"}, {Name: "x-0"}}},
 			wantErr: `spec.forProvider.segmentSetRefs[1].name: Duplicate value: "SegmentSets a-0 and x-0 hold Peer p3 in two forms"`,
 		},
 		"Missing": {

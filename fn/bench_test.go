@@ -13,7 +13,7 @@ import (
 
 // meshSizes are the benchmarked meshes: clusters x nodes per cluster, every
 // node its own Peer (Node granularity).
-var meshSizes = []struct{ clusters, nodes int }{{3, 20}, {5, 200}, {10, 500}}
+var meshSizes = []struct{ clusters, nodes int }{{3, 20}, {5, 200}, {10, 500}, {20, 250}}
 
 // BenchmarkRunFunction measures RunFunction, and reports the size of its
 // response and its time relative to proto.Marshal of that response (the

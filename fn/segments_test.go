@@ -1,0 +1,307 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"google.golang.org/protobuf/types/known/structpb"
+	"sigs.k8s.io/yaml"
+
+	"github.com/crossplane/function-sdk-go/logging"
+	fnv1 "github.com/crossplane/function-sdk-go/proto/v1"
+	"github.com/crossplane/function-sdk-go/resource"
+
+	kubev1alpha1 "github.com/kilomesh/kilomesh/apis/kube/v1alpha1"
+)
+
+// docs reads the YAML documents of a file, none when it does not exist.
+func docs(t *testing.T, path string) []*structpb.Struct {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if os.IsNotExist(err) {
+		return nil
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []*structpb.Struct
+	for _, part := range bytes.Split(b, []byte("\n---")) {
+		if len(bytes.TrimSpace(bytes.TrimPrefix(bytes.TrimSpace(part), []byte("---")))) == 0 {
+			continue
+		}
+		j, err := yaml.YAMLToJSON(part)
+		if err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		out = append(out, resource.MustStructJSON(string(j)))
+	}
+	return out
+}
+
+// scenario is the request of a render scenario, as Crossplane sends it:
+// the XR, the observed resources by composition resource name, and what
+// the function requires, answered from required.yaml.
+type scenario struct {
+	xr       *structpb.Struct
+	observed map[string]*fnv1.Resource
+	required []*structpb.Struct
+}
+
+func loadScenario(t *testing.T, dir string) scenario {
+	t.Helper()
+	s := scenario{observed: map[string]*fnv1.Resource{}, required: docs(t, filepath.Join(dir, "required.yaml"))}
+	s.xr = docs(t, filepath.Join(dir, "xr.yaml"))[0]
+	for _, d := range docs(t, filepath.Join(dir, "observed.yaml")) {
+		s.observed[get(d, "metadata", "annotations", "crossplane.io/composition-resource-name").GetStringValue()] = &fnv1.Resource{Resource: d}
+	}
+	return s
+}
+
+// run calls the function until Crossplane would have answered every
+// requirement, matching them against the scenario's required resources.
+func (s scenario) run(t *testing.T, f *Function, xr *structpb.Struct) *fnv1.RunFunctionResponse {
+	t.Helper()
+	required := map[string]*fnv1.Resources{}
+	for range 3 {
+		rsp, err := f.RunFunction(context.Background(), request(xr, s.observed, required))
+		if err != nil {
+			t.Fatal(err)
+		}
+		done := true
+		for name, sel := range rsp.GetRequirements().GetResources() {
+			if _, ok := required[name]; ok {
+				continue
+			}
+			done = false
+			items := &fnv1.Resources{}
+			for _, d := range s.required {
+				if get(d, "kind").GetStringValue() != sel.GetKind() {
+					continue
+				}
+				match := sel.GetMatchName() == "" || get(d, "metadata", "name").GetStringValue() == sel.GetMatchName()
+				for k, v := range sel.GetMatchLabels().GetLabels() {
+					match = match && get(d, "metadata", "labels", k).GetStringValue() == v
+				}
+				if match {
+					items.Items = append(items.Items, &fnv1.Resource{Resource: d})
+				}
+			}
+			required[name] = items
+		}
+		if done {
+			return rsp
+		}
+	}
+	t.Fatal("the function's requirements never settled")
+	return nil
+}
+
+// withDelivery returns a copy of an XR with PeerSet delivery and, unless
+// empty, the share-segments-above annotation.
+func withDelivery(xr *structpb.Struct, shareAbove string) *structpb.Struct {
+	b, _ := xr.MarshalJSON()
+	out := &structpb.Struct{}
+	_ = out.UnmarshalJSON(b)
+	out.GetFields()["spec"].GetStructValue().GetFields()["delivery"] = str("PeerSet")
+	if shareAbove != "" {
+		meta := out.GetFields()["metadata"].GetStructValue()
+		ann := meta.GetFields()["annotations"].GetStructValue()
+		if ann == nil {
+			ann = &structpb.Struct{Fields: map[string]*structpb.Value{}}
+			meta.Fields["annotations"] = structpb.NewStructValue(ann)
+		}
+		ann.Fields[AnnotationShareAbove] = str(shareAbove)
+	}
+	return out
+}
+
+// resolved is, by target member, every Peer its PeerSet keeps once its
+// SegmentSets are resolved; and how many SegmentSets, omissions and
+// inline Peers next to references the response holds.
+func resolved(t *testing.T, rsp *fnv1.RunFunctionResponse) (map[string][]kubev1alpha1.DesiredPeer, int, int) {
+	t.Helper()
+	segs := map[string]*kubev1alpha1.SegmentSet{}
+	sets := map[string]*kubev1alpha1.PeerSet{}
+	for name, r := range rsp.GetDesired().GetResources() {
+		b, err := r.GetResource().MarshalJSON()
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case isSegments(name):
+			s := &kubev1alpha1.SegmentSet{}
+			if err := json.Unmarshal(b, s); err != nil {
+				t.Fatal(err)
+			}
+			segs[s.Name] = s
+		case strings.HasPrefix(name, prefixPeerSet):
+			s := &kubev1alpha1.PeerSet{}
+			if err := json.Unmarshal(b, s); err != nil {
+				t.Fatal(err)
+			}
+			sets[strings.TrimPrefix(name, prefixPeerSet)] = s
+		}
+	}
+	out := map[string][]kubev1alpha1.DesiredPeer{}
+	exceptions := 0
+	for target, s := range sets {
+		ps, err := kubev1alpha1.ResolvePeers(&s.Spec.ForProvider, func(n string) (*kubev1alpha1.SegmentSet, error) { return segs[n], nil })
+		if err != nil {
+			t.Fatalf("PeerSet of %s: %v", target, err)
+		}
+		out[target] = ps
+		if len(s.Spec.ForProvider.SegmentSetRefs) > 0 {
+			exceptions += len(s.Spec.ForProvider.Peers)
+			for _, r := range s.Spec.ForProvider.SegmentSetRefs {
+				exceptions += len(r.Omit)
+			}
+		}
+	}
+	return out, len(segs), exceptions
+}
+
+func TestSharedFormKeepsEveryPeer(t *testing.T) {
+	dirs, err := filepath.Glob("../examples/render/*")
+	if err != nil {
+		t.Fatal(err)
+	}
+	shared, exceptions := 0, 0
+	for _, dir := range dirs {
+		t.Run(filepath.Base(dir), func(t *testing.T) {
+			reason := "Every member keeps exactly the same Peers whether its PeerSet holds them inline or references SegmentSets, exceptions included: switching forms deletes or rewrites no Peer."
+			s := loadScenario(t, dir)
+			f := &Function{log: logging.NewNopLogger(), ttl: time.Minute}
+			inline, segs, _ := resolved(t, s.run(t, f, withDelivery(s.xr, "")))
+			if segs != 0 {
+				t.Fatalf("%s\nthe inline form of a small mesh composed %d SegmentSets", reason, segs)
+			}
+			rsp := s.run(t, f, withDelivery(s.xr, "0"))
+			got, segs, n := resolved(t, rsp)
+			if diff := cmp.Diff(inline, got); diff != "" {
+				t.Errorf("%s\n-inline, +shared:\n%s", reason, diff)
+			}
+			if segs > 0 {
+				shared++
+			}
+			exceptions += n
+			t.Logf("%d SegmentSets, %d exceptions", segs, n)
+
+			// The shared form read back as observed is what was
+			// delivered: planning again changes nothing.
+			again := scenario{xr: s.xr, observed: map[string]*fnv1.Resource{}, required: s.required}
+			for name, r := range s.observed {
+				if !delivers(name) {
+					again.observed[name] = r
+				}
+			}
+			for name, r := range rsp.GetDesired().GetResources() {
+				if delivers(name) {
+					again.observed[name] = &fnv1.Resource{Resource: r.GetResource()}
+				}
+			}
+			next := again.run(t, f, withDelivery(s.xr, "0"))
+			if diff := cmp.Diff(desiredJSON(t, rsp), desiredJSON(t, next)); diff != "" {
+				t.Errorf("The function reads back the Peers its SegmentSets deliver: a second run over its own output must change nothing.\n-first, +second:\n%s", diff)
+			}
+		})
+	}
+	if shared == 0 || exceptions == 0 {
+		t.Errorf("The scenarios must exercise the shared form (%d did) and its per-member exceptions (%d)", shared, exceptions)
+	}
+}
+
+// desiredJSON is the desired composed resources of a response, by name.
+func desiredJSON(t *testing.T, rsp *fnv1.RunFunctionResponse) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	for name, r := range rsp.GetDesired().GetResources() {
+		b, err := r.GetResource().MarshalJSON()
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[name] = string(b)
+	}
+	return out
+}
+
+func TestSharedFormThreshold(t *testing.T) {
+	cases := map[string]struct {
+		reason     string
+		annotation string
+		fnDefault  int
+		observed   bool
+		want       bool
+		wantErr    string
+	}{
+		"SmallStaysInline": {
+			reason: "A 3 x 20 mesh (120 Peers) stays inline under the default threshold.",
+		},
+		"AnnotationLowers": {
+			reason:     "The annotation lowers the threshold of one mesh.",
+			annotation: "1000",
+			want:       true,
+		},
+		"AnnotationNeverRaises": {
+			reason:     "The annotation cannot raise the function's threshold.",
+			annotation: "100000000",
+			fnDefault:  1000,
+			want:       true,
+		},
+		"Hysteresis": {
+			reason:    "A mesh that shares already goes back inline only below half the threshold.",
+			fnDefault: 60_000,
+			observed:  true,
+			want:      true,
+		},
+		"NoHysteresisWhenInline": {
+			reason:    "A mesh that is inline stays so up to the threshold.",
+			fnDefault: 60_000,
+		},
+		"BadAnnotation": {
+			reason:     "An annotation that is not a number of bytes is an error naming it.",
+			annotation: "lots",
+			wantErr:    `metadata.annotations[kilomesh.io/share-segments-above]: Invalid value: "lots"`,
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			req := largeMesh(t, "PeerSet", 3, 20)
+			if tc.annotation != "" {
+				meta := req.GetObserved().GetComposite().GetResource().GetFields()["metadata"].GetStructValue()
+				meta.Fields["annotations"] = object(map[string]*structpb.Value{AnnotationShareAbove: str(tc.annotation)})
+			}
+			if tc.observed {
+				req.Observed.Resources["segments-cluster-00-0"] = &fnv1.Resource{Resource: mustYAML(t, "apiVersion: kube.kilomesh.io/v1alpha1\nkind: SegmentSet\nmetadata: {name: x}\nspec: {peers: []}")}
+			}
+			f := &Function{log: logging.NewNopLogger(), ttl: time.Minute, shareAbove: tc.fnDefault}
+			rsp, err := f.RunFunction(context.Background(), req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.wantErr != "" {
+				if len(rsp.GetResults()) != 1 || !strings.Contains(rsp.GetResults()[0].GetMessage(), tc.wantErr) {
+					t.Fatalf("%s\nwant a fatal result saying %q, got %v", tc.reason, tc.wantErr, rsp.GetResults())
+				}
+				return
+			}
+			var segs []string
+			for name := range rsp.GetDesired().GetResources() {
+				if isSegments(name) {
+					segs = append(segs, name)
+				}
+			}
+			sort.Strings(segs)
+			if got := len(segs) > 0; got != tc.want {
+				t.Errorf("%s\nshared form: want %t, got %t (%v)", tc.reason, tc.want, got, segs)
+			}
+		})
+	}
+}

@@ -104,20 +104,21 @@ func (s scenario) run(t *testing.T, f *Function, xr *structpb.Struct) *fnv1.RunF
 	return nil
 }
 
-// withDelivery returns a copy of an XR with PeerSet delivery and, unless
-// empty, the share-segments-above annotation.
+// withDelivery returns a copy of an XR with PeerSet delivery and the
+// share-segments-above annotation, none when empty.
 func withDelivery(xr *structpb.Struct, shareAbove string) *structpb.Struct {
 	b, _ := xr.MarshalJSON()
 	out := &structpb.Struct{}
 	_ = out.UnmarshalJSON(b)
 	out.GetFields()["spec"].GetStructValue().GetFields()["delivery"] = str("PeerSet")
+	meta := out.GetFields()["metadata"].GetStructValue()
+	ann := meta.GetFields()["annotations"].GetStructValue()
+	if ann == nil {
+		ann = &structpb.Struct{Fields: map[string]*structpb.Value{}}
+		meta.Fields["annotations"] = structpb.NewStructValue(ann)
+	}
+	delete(ann.Fields, AnnotationShareAbove)
 	if shareAbove != "" {
-		meta := out.GetFields()["metadata"].GetStructValue()
-		ann := meta.GetFields()["annotations"].GetStructValue()
-		if ann == nil {
-			ann = &structpb.Struct{Fields: map[string]*structpb.Value{}}
-			meta.Fields["annotations"] = structpb.NewStructValue(ann)
-		}
 		ann.Fields[AnnotationShareAbove] = str(shareAbove)
 	}
 	return out

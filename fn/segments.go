@@ -112,7 +112,7 @@ func useShared(o *observed, peers map[string][]kilov1alpha1.Peer, threshold int)
 type segmentChunk struct {
 	// resource is the composition resource name, name the object's.
 	resource, name string
-	peers      []*kilov1alpha1.Peer
+	peers          []*kilov1alpha1.Peer
 }
 
 // A sharedForm is the mesh's Peers split into what the SegmentSets hold,

@@ -65,6 +65,11 @@ type Config struct {
 	// before its users are reconciled. Defaults to remote.DefaultCoalesce.
 	Coalesce time.Duration
 
+	// MaxGather bounds how long changes of a member cluster that keep
+	// coming are gathered into one reconcile. Defaults to
+	// remote.DefaultMaxGather.
+	MaxGather time.Duration
+
 	// Timeout bounds every request to a member cluster. Defaults to
 	// remote.DefaultTimeout.
 	Timeout time.Duration
@@ -124,6 +129,9 @@ func NewManager(ctx context.Context, cfg *rest.Config, c Config) (ctrl.Manager, 
 	ro := []remote.RegistryOption{remote.WithSourceWatcher(sw)}
 	if c.Coalesce > 0 {
 		ro = append(ro, remote.WithCoalesce(c.Coalesce))
+	}
+	if c.MaxGather > 0 {
+		ro = append(ro, remote.WithMaxGather(c.MaxGather))
 	}
 	if c.Timeout > 0 {
 		ro = append(ro, remote.WithTimeout(c.Timeout))

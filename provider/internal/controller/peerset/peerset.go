@@ -37,6 +37,8 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	xpv2 "github.com/crossplane/crossplane/apis/v2/core/v2"
 
@@ -69,6 +71,8 @@ const (
 	errFmtDelPeer   = "cannot delete Peer %q"
 	errMeasure      = "cannot measure spec.forProvider.peers"
 	errFmtTooLarge  = "spec.forProvider.peers: the %d Peers take %d bytes, more than the %d one PeerSet can hold (etcd keeps objects of at most 1.5 MiB, managed fields and status included): nothing is applied; split the mesh or select fewer nodes"
+	errResolve      = "cannot resolve the SegmentSets the PeerSet references: nothing is applied or deleted"
+	errIndex        = "cannot index PeerSets by the SegmentSets they reference"
 
 	msgFmtTaken = "a Peer named %q was created in the cluster by someone else; it is not taken over"
 )
@@ -97,14 +101,26 @@ const DefaultWriteDeadline = 10 * time.Second
 // maxListed is how many problems a condition message names.
 const maxListed = 5
 
+// IndexSegmentSetRefs indexes PeerSets by the names of the SegmentSets they
+// reference, so that a changed SegmentSet wakes exactly the PeerSets of its
+// namespace that reference it.
+const IndexSegmentSetRefs = "spec.forProvider.segmentSetRefs.name"
+
 // Setup adds a controller that reconciles PeerSets. writeDeadline bounds
-// the writes of a reconcile; DefaultWriteDeadline when zero.
+// the writes of a reconcile; DefaultWriteDeadline when zero. The
+// SegmentSets that PeerSets reference are read from the manager's cache,
+// which watches them: a changed SegmentSet reconciles the PeerSets that
+// reference it, and no other.
 func Setup(mgr ctrl.Manager, o controller.Options, reg *remote.Registry, usage *clients.UsageTracker, res *clients.Resolver, writeDeadline time.Duration) error {
 	name := managed.ControllerName(v1alpha1.PeerSetKind)
 	if writeDeadline <= 0 {
 		writeDeadline = DefaultWriteDeadline
 	}
+	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &v1alpha1.PeerSet{}, IndexSegmentSetRefs, segmentSetRefs); err != nil {
+		return errors.Wrap(err, errIndex)
+	}
 	c := &connector{
+		segments:      mgr.GetClient(),
 		resolver:      res,
 		usage:         usage,
 		registry:      reg,
@@ -137,11 +153,43 @@ func Setup(mgr ctrl.Manager, o controller.Options, reg *remote.Registry, usage *
 		Named(name).
 		WithOptions(co).
 		For(&v1alpha1.PeerSet{}, builder.WithPredicates(resource.DesiredStateChanged())).
+		Watches(&v1alpha1.SegmentSet{}, handler.EnqueueRequestsFromMapFunc(referencing(mgr.GetClient()))).
 		WatchesRawSource(reg.Source(v1alpha1.PeerSetKind)).
 		Complete(ratelimiter.NewReconciler(name, errors.WithSilentRequeueOnConflict(r), o.GlobalRateLimiter))
 }
 
+// segmentSetRefs are the SegmentSets a PeerSet references, for the index.
+func segmentSetRefs(o client.Object) []string {
+	ps, ok := o.(*v1alpha1.PeerSet)
+	if !ok {
+		return nil
+	}
+	out := make([]string, 0, len(ps.Spec.ForProvider.SegmentSetRefs))
+	for _, r := range ps.Spec.ForProvider.SegmentSetRefs {
+		out = append(out, r.Name)
+	}
+	return out
+}
+
+// referencing maps a SegmentSet to the PeerSets of its namespace that
+// reference it.
+func referencing(c client.Reader) handler.MapFunc {
+	return func(ctx context.Context, o client.Object) []reconcile.Request {
+		l := &v1alpha1.PeerSetList{}
+		if err := c.List(ctx, l, client.InNamespace(o.GetNamespace()), client.MatchingFields{IndexSegmentSetRefs: o.GetName()}); err != nil {
+			return nil
+		}
+		out := make([]reconcile.Request, 0, len(l.Items))
+		for _, ps := range l.Items {
+			out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: ps.Namespace, Name: ps.Name}})
+		}
+		return out
+	}
+}
+
 type connector struct {
+	// segments reads SegmentSets, from the manager's cache.
+	segments      client.Reader
 	resolver      *clients.Resolver
 	usage         *clients.UsageTracker
 	registry      *remote.Registry
@@ -168,7 +216,7 @@ func (c *connector) Connect(ctx context.Context, cr *v1alpha1.PeerSet) (managed.
 	if err != nil {
 		return nil, errors.Wrap(err, errClient)
 	}
-	return &external{peers: cl, kube: kc, origin: creds.Origin, manager: FieldManager(cr.GetNamespace(), cr.GetName()), writeDeadline: c.writeDeadline}, nil
+	return &external{peers: cl, kube: kc, segments: c.segments, origin: creds.Origin, manager: FieldManager(cr.GetNamespace(), cr.GetName()), writeDeadline: c.writeDeadline}, nil
 }
 
 // PeerLister lists the Peers of a cluster.
@@ -184,6 +232,8 @@ type PeerLister interface {
 type external struct {
 	peers PeerLister
 	kube  client.Client
+	// segments reads the SegmentSets of the control plane.
+	segments client.Reader
 	// origin names the credentials, to explain a refusal.
 	origin string
 	// manager is the set's own field manager.
@@ -216,11 +266,19 @@ func (e *external) observe(ctx context.Context, cr *v1alpha1.PeerSet) (managed.E
 		}
 		return managed.ExternalObservation{}, err
 	}
+	params := cr.Spec.ForProvider
 	if !meta.WasDeleted(cr) {
-		if err := checkSize(cr.Spec.ForProvider.Peers); err != nil {
+		if err := checkSize(params); err != nil {
 			return managed.ExternalObservation{}, err
 		}
+		// A set being deleted deletes what it owns, whatever it keeps.
+		peers, err := e.resolve(ctx, cr)
+		if err != nil {
+			return managed.ExternalObservation{}, errors.Wrap(err, errResolve)
+		}
+		params.Peers = peers
 	}
+	params.SegmentSetRefs = nil
 	actual, err := e.peers.Peers(ctx)
 	switch {
 	case meta.WasDeleted(cr) && errors.Is(err, remote.ErrPeerCRDMissing):
@@ -236,7 +294,6 @@ func (e *external) observe(ctx context.Context, cr *v1alpha1.PeerSet) (managed.E
 		// deletes no Peer.
 		return managed.ExternalObservation{}, errors.Wrap(clients.Explain(err, e.origin), errObservePeers)
 	}
-	params := cr.Spec.ForProvider
 	params.Selector = selector
 	e.plan = NewPlan(params, actual, e.peers.PeersIncomplete())
 	e.selector = selector
@@ -257,15 +314,46 @@ func (e *external) observe(ctx context.Context, cr *v1alpha1.PeerSet) (managed.E
 // checkSize refuses desired Peers that one PeerSet cannot hold
 // (v1alpha1.MaxPeersBytes, measured by TestPeerSetBytes), before anything is
 // written, instead of applying them and then failing to record the set.
-func checkSize(peers []v1alpha1.DesiredPeer) error {
+// What the set stores counts: its own Peers and its references; the Peers
+// of the SegmentSets it references are bounded by
+// v1alpha1.MaxResolvedPeers when they are resolved.
+func checkSize(params v1alpha1.PeerSetParameters) error {
+	peers := params.Peers
 	b, err := json.Marshal(peers)
 	if err != nil {
 		return errors.Wrap(err, errMeasure)
 	}
-	if len(b) > v1alpha1.MaxPeersBytes {
-		return errors.Errorf(errFmtTooLarge, len(peers), len(b), v1alpha1.MaxPeersBytes)
+	n := len(b)
+	if len(params.SegmentSetRefs) > 0 {
+		r, err := json.Marshal(params.SegmentSetRefs)
+		if err != nil {
+			return errors.Wrap(err, errMeasure)
+		}
+		n += len(r)
+	}
+	if n > v1alpha1.MaxPeersBytes {
+		return errors.Errorf(errFmtTooLarge, len(peers), n, v1alpha1.MaxPeersBytes)
 	}
 	return nil
+}
+
+// resolve returns every Peer the set keeps: its own, and those of the
+// SegmentSets of its own namespace that it references. A reference never
+// leaves the set's namespace: a tenant's PeerSet reaches only its own
+// namespace's SegmentSets, and their Peers then meet exactly the rules of
+// its own.
+func (e *external) resolve(ctx context.Context, cr *v1alpha1.PeerSet) ([]v1alpha1.DesiredPeer, error) {
+	return v1alpha1.ResolvePeers(&cr.Spec.ForProvider, func(name string) (*v1alpha1.SegmentSet, error) {
+		s := &v1alpha1.SegmentSet{}
+		err := e.segments.Get(ctx, types.NamespacedName{Namespace: cr.GetNamespace(), Name: name}, s)
+		if kerrors.IsNotFound(err) {
+			return nil, nil //nolint:nilnil // not there: ResolvePeers says which reference
+		}
+		if err != nil {
+			return nil, err
+		}
+		return s, nil
+	})
 }
 
 func (e *external) diff() string {

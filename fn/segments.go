@@ -232,7 +232,7 @@ func chunk(x *xrMesh, src string, ps []*kilov1alpha1.Peer) ([]*segmentChunk, err
 			if n > 1 {
 				h := fnv.New32a()
 				_, _ = h.Write([]byte(p.Name))
-				k = int(h.Sum32() % uint32(n)) //nolint:gosec // n is at most maxChunks.
+				k = int(h.Sum32() % uint32(n))
 			}
 			chunks[k].peers = append(chunks[k].peers, p)
 			sizes[k] += peerBytes(p)

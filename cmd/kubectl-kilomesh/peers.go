@@ -32,7 +32,7 @@ func (c *peersCmd) Run(e *env) error {
 		if err != nil {
 			return errors.Wrapf(err, errFmtOpen, c.Filename)
 		}
-		defer f.Close() //nolint:errcheck // read only
+		defer f.Close()
 		in = f
 	}
 	docs, err := rendered.Read(in)

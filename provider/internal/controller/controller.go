@@ -140,7 +140,7 @@ func NewManager(ctx context.Context, cfg *rest.Config, c Config) (ctrl.Manager, 
 		ro = append(ro, remote.WithClock(c.Clock))
 	}
 	reg := remote.NewRegistry(ctx, ro...)
-	if err := setup(mgr, reg, c); err != nil {
+	if err := setup(ctx, mgr, reg, c); err != nil {
 		return nil, nil, errors.Wrap(err, errSetupAll)
 	}
 	return mgr, reg, nil
@@ -149,7 +149,7 @@ func NewManager(ctx context.Context, cfg *rest.Config, c Config) (ctrl.Manager, 
 // setup adds the NodeInventory and PeerSet controllers to the manager. They
 // share one registry of member-cluster watches, one usage tracker and one
 // credentials resolver.
-func setup(mgr ctrl.Manager, reg *remote.Registry, c Config) error {
+func setup(ctx context.Context, mgr ctrl.Manager, reg *remote.Registry, c Config) error {
 	usage := clients.NewUsageTracker(mgr.GetClient())
 	res := clients.NewResolver(mgr.GetClient())
 	res.Allow = c.Allow
@@ -163,7 +163,7 @@ func setup(mgr ctrl.Manager, reg *remote.Registry, c Config) error {
 	if err := nodeinventory.Setup(mgr, c.Options, reg, usage, res, now); err != nil {
 		return err
 	}
-	if err := peerset.Setup(mgr, c.Options, reg, usage, res, c.WriteDeadline); err != nil {
+	if err := peerset.Setup(ctx, mgr, c.Options, reg, usage, res, c.WriteDeadline); err != nil {
 		return err
 	}
 	interval := c.ReapInterval

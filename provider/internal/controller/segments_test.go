@@ -18,6 +18,7 @@ package controller_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -141,7 +142,7 @@ func TestSegmentSets(t *testing.T) {
 		}
 		eventually(t, "the late SegmentSet's Peer is applied", func() error {
 			if _, ok := peers(ctx, t, mc)["peer-d"]; !ok {
-				return fmt.Errorf("peer-d is not in the member")
+				return errors.New("peer-d is not in the member")
 			}
 			return nil
 		})

@@ -111,12 +111,12 @@ const IndexSegmentSetRefs = "spec.forProvider.segmentSetRefs.name"
 // SegmentSets that PeerSets reference are read from the manager's cache,
 // which watches them: a changed SegmentSet reconciles the PeerSets that
 // reference it, and no other.
-func Setup(mgr ctrl.Manager, o controller.Options, reg *remote.Registry, usage *clients.UsageTracker, res *clients.Resolver, writeDeadline time.Duration) error {
+func Setup(ctx context.Context, mgr ctrl.Manager, o controller.Options, reg *remote.Registry, usage *clients.UsageTracker, res *clients.Resolver, writeDeadline time.Duration) error {
 	name := managed.ControllerName(v1alpha1.PeerSetKind)
 	if writeDeadline <= 0 {
 		writeDeadline = DefaultWriteDeadline
 	}
-	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &v1alpha1.PeerSet{}, IndexSegmentSetRefs, segmentSetRefs); err != nil {
+	if err := mgr.GetFieldIndexer().IndexField(ctx, &v1alpha1.PeerSet{}, IndexSegmentSetRefs, segmentSetRefs); err != nil {
 		return errors.Wrap(err, errIndex)
 	}
 	c := &connector{
@@ -347,7 +347,7 @@ func (e *external) resolve(ctx context.Context, cr *v1alpha1.PeerSet) ([]v1alpha
 		s := &v1alpha1.SegmentSet{}
 		err := e.segments.Get(ctx, types.NamespacedName{Namespace: cr.GetNamespace(), Name: name}, s)
 		if kerrors.IsNotFound(err) {
-			return nil, nil //nolint:nilnil // not there: ResolvePeers says which reference
+			return nil, nil // not there: ResolvePeers says which reference
 		}
 		if err != nil {
 			return nil, err

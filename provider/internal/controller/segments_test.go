@@ -108,6 +108,10 @@ func TestSegmentSets(t *testing.T) {
 		// watch; that wake-up must be over before the SegmentSet changes.
 		time.Sleep(2 * time.Second)
 		a2 := desired("peer-a", keyA, "10.2.9.0/24")
+		set, err := getPeerSet(ctx, ns, "to-member")
+		if err != nil {
+			t.Fatal(err)
+		}
 		s := &v1alpha1.SegmentSet{}
 		if err := cp.kube.Get(ctx, client.ObjectKey{Namespace: ns, Name: "segments-b"}, s); err != nil {
 			t.Fatal(err)
@@ -117,12 +121,18 @@ func TestSegmentSets(t *testing.T) {
 			t.Fatal(err)
 		}
 		eventually(t, "peer-a follows its SegmentSet", hasPeers(ctx, t, mc, map[string]v1alpha1.DesiredPeer{"peer-a": a2, "peer-b": ownB}))
+		// The reconcile that applied it ends its status where it began.
+		time.Sleep(2 * time.Second)
 		got, err := getPeerSet(ctx, ns, "to-member")
 		if err != nil {
 			t.Fatal(err)
 		}
 		if got.Status.AtProvider.Desired != 2 || got.Status.AtProvider.Applied != 2 {
 			t.Errorf("The status counts the Peers the set keeps through its SegmentSets: desired %d applied %d, want 2 and 2", got.Status.AtProvider.Desired, got.Status.AtProvider.Applied)
+		}
+		if got.ResourceVersion != set.ResourceVersion {
+			t.Errorf("A reconcile that applies a change and ends with the status it began with must not write it (a watch event of the mesh for nothing): resource version %s, was %s; conditions %v, were %v",
+				got.ResourceVersion, set.ResourceVersion, got.Status.Conditions, set.Status.Conditions)
 		}
 	})
 

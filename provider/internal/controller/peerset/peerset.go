@@ -245,6 +245,8 @@ type external struct {
 	// Delete of the same reconcile, and selector the set's selector.
 	plan     Plan
 	selector map[string]string
+	// ready is the set's Ready condition as the reconcile found it.
+	ready xpv2.Condition
 }
 
 // Observe compares the set with the Peers of the cluster. A set whose
@@ -300,7 +302,8 @@ func (e *external) observe(ctx context.Context, cr *v1alpha1.PeerSet) (managed.E
 	if meta.WasDeleted(cr) {
 		return managed.ExternalObservation{ResourceExists: len(e.plan.Owned) > 0}, nil
 	}
-	setStatus(cr, e.plan.Desired, e.plan.Applied, e.plan.Problems)
+	e.ready = cr.GetCondition(xpv2.TypeReady)
+	setStatus(cr, e.plan.Desired, e.plan.Applied, e.plan.Problems, e.ready)
 	// The set "exists" from the start: its Peers are created by Update,
 	// which keeps Crossplane's creation annotations (and their writes) out
 	// of a resource that is only ever re-applied.
@@ -381,7 +384,7 @@ func (e *external) Update(ctx context.Context, cr *v1alpha1.PeerSet) (managed.Ex
 	out := e.applyAll(wctx, e.plan.Apply)
 	problems := append(append([]v1alpha1.PeerProblem(nil), e.plan.Problems...), out.rejected...)
 	sort.SliceStable(problems, func(i, j int) bool { return problems[i].Peer < problems[j].Peer })
-	setStatus(cr, e.plan.Desired, e.plan.Applied+out.applied, problems)
+	setStatus(cr, e.plan.Desired, e.plan.Applied+out.applied, problems, e.ready)
 
 	var errs []error
 	if len(out.failed) > 0 {
@@ -633,8 +636,12 @@ func toUnstructured(p *kilov1alpha1.Peer) (*unstructured.Unstructured, error) {
 // setStatus records the outcome and sets Ready: True when every desired
 // Peer is applied, False with the problems when some cannot be. The status
 // lists at most maxProblems of them, each message cut; the condition
-// counts them all.
-func setStatus(cr *v1alpha1.PeerSet, desired, applied int, problems []v1alpha1.PeerProblem) {
+// counts them all. A reconcile that applies changes passes through "not
+// all applied" before it ends where it began: the condition then keeps
+// the time it had when the reconcile began (before), so that a status
+// that ends as it began is not written again (every write of a composed
+// resource's status is a watch event of its mesh).
+func setStatus(cr *v1alpha1.PeerSet, desired, applied int, problems []v1alpha1.PeerProblem, before xpv2.Condition) {
 	listed := make([]v1alpha1.PeerProblem, 0, min(len(problems), maxProblems))
 	for _, p := range problems[:min(len(problems), maxProblems)] {
 		p.Message = inventory.Cut(p.Message, maxProblemBytes)
@@ -644,20 +651,25 @@ func setStatus(cr *v1alpha1.PeerSet, desired, applied int, problems []v1alpha1.P
 		listed = nil
 	}
 	cr.Status.AtProvider = v1alpha1.PeerSetObservation{Desired: desired, Applied: applied, Problems: listed}
+	var c xpv2.Condition
 	switch {
 	case len(problems) > 0:
-		cr.SetConditions(xpv2.Condition{
+		c = xpv2.Condition{
 			Type:               xpv2.TypeReady,
 			Status:             corev1.ConditionFalse,
 			LastTransitionTime: metav1.Now(),
 			Reason:             ReasonPeerProblems,
 			Message:            problemMessage(desired, problems),
-		})
+		}
 	case applied < desired:
-		cr.SetConditions(xpv2.Unavailable().WithMessage(fmt.Sprintf("%d of %d Peers are applied", applied, desired)))
+		c = xpv2.Unavailable().WithMessage(fmt.Sprintf("%d of %d Peers are applied", applied, desired))
 	default:
-		cr.SetConditions(xpv2.Available())
+		c = xpv2.Available()
 	}
+	if c.Equal(before) {
+		c = before
+	}
+	cr.SetConditions(c)
 }
 
 func problemMessage(desired int, problems []v1alpha1.PeerProblem) string {

@@ -34,6 +34,14 @@ func (peerSetDelivery) compose(cp *composition, c meshv1alpha1.Cluster, peers []
 	var measured *structpb.Value
 	count := len(peers)
 	if cp.shared != nil {
+		if !cp.segmentsWritten(c.Name) {
+			// A PeerSet that referenced a SegmentSet not written yet would
+			// stop in error until it is: it waits for them as it is.
+			if r, ok := cp.o.resources[prefixPeerSet+c.Name]; ok {
+				cp.put(prefixPeerSet+c.Name, intent(r.GetResource()))
+			}
+			return nil
+		}
 		refs, inline := sharedPeerSet(cp, c.Name, peers)
 		params["segmentSetRefs"] = refs
 		params["peers"] = inline

@@ -313,10 +313,34 @@ func isSegments(name string) bool {
 	return strings.HasPrefix(name, prefixSegments)
 }
 
-// keepReferenced keeps, as observed, every SegmentSet that a desired
-// PeerSet still references but that is no longer desired itself: a PeerSet
-// kept as it was (its member's credentials refused, or its delivery being
-// handed over) must still resolve, or it would stop in error.
+// segmentsWritten tells whether every SegmentSet the PeerSet of target
+// would reference exists already, as it is desired now (its Peers may still
+// change): a PeerSet references a SegmentSet only once it exists, so that
+// it never stops in error for one Crossplane has not created yet.
+func (cp *composition) segmentsWritten(target string) bool {
+	observed := map[string]bool{}
+	for _, name := range sortedNames(cp.o, prefixSegments) {
+		observed[get(cp.o.resources[name].GetResource(), "metadata", "name").GetStringValue()] = true
+	}
+	for _, c := range cp.x.Spec.Clusters {
+		if c.Name == target {
+			continue
+		}
+		for _, ch := range cp.shared.chunks[c.Name] {
+			if !observed[ch.name] {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// keepReferenced keeps, as observed, every SegmentSet that a PeerSet, desired
+// or observed, still references but that is no longer desired itself: a
+// PeerSet kept as it was (its member's credentials refused, its delivery
+// being handed over, its SegmentSets not all written yet), or one whose new
+// spec Crossplane has not applied yet, must still resolve, or it would stop
+// in error. Once no PeerSet references it, it goes.
 func keepReferenced(cp *composition) {
 	byName := map[string]string{}
 	for _, name := range sortedNames(cp.o, prefixSegments) {
@@ -325,11 +349,19 @@ func keepReferenced(cp *composition) {
 	if len(byName) == 0 {
 		return
 	}
-	for name, r := range cp.desired {
-		if !strings.HasPrefix(name, prefixPeerSet) {
-			continue
+	sets := map[string]*structpb.Struct{}
+	for name, r := range cp.o.resources {
+		if strings.HasPrefix(name, prefixPeerSet) {
+			sets["observed/"+name] = r.GetResource()
 		}
-		for _, ref := range get(r.GetResource(), "spec", "forProvider", "segmentSetRefs").GetListValue().GetValues() {
+	}
+	for name, r := range cp.desired {
+		if strings.HasPrefix(name, prefixPeerSet) {
+			sets["desired/"+name] = r.GetResource()
+		}
+	}
+	for _, set := range sets {
+		for _, ref := range get(set, "spec", "forProvider", "segmentSetRefs").GetListValue().GetValues() {
 			res, ok := byName[get(ref.GetStructValue(), "name").GetStringValue()]
 			if _, desired := cp.desired[res]; !ok || desired {
 				continue

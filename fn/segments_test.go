@@ -184,7 +184,27 @@ func TestSharedFormKeepsEveryPeer(t *testing.T) {
 			if segs != 0 {
 				t.Fatalf("%s\nthe inline form of a small mesh composed %d SegmentSets", reason, segs)
 			}
-			rsp := s.run(t, f, withDelivery(s.xr, "0"))
+			// A PeerSet references its SegmentSets once they exist: the
+			// first response writes them, the next one the PeerSets.
+			first := s.run(t, f, withDelivery(s.xr, "0"))
+			written := scenario{xr: s.xr, observed: map[string]*fnv1.Resource{}, required: s.required}
+			for name, r := range s.observed {
+				written.observed[name] = r
+			}
+			for name, r := range first.GetDesired().GetResources() {
+				if isSegments(name) {
+					written.observed[name] = &fnv1.Resource{Resource: r.GetResource()}
+				}
+				if !strings.HasPrefix(name, prefixPeerSet) {
+					continue
+				}
+				for _, ref := range get(r.GetResource(), "spec", "forProvider", "segmentSetRefs").GetListValue().GetValues() {
+					if ref := get(ref.GetStructValue(), "name").GetStringValue(); !observedSegment(s.observed, ref) {
+						t.Errorf("A PeerSet references a SegmentSet only once it exists: %s references %s, which does not", name, ref)
+					}
+				}
+			}
+			rsp := written.run(t, f, withDelivery(s.xr, "0"))
 			got, segs, n := resolved(t, rsp)
 			if diff := cmp.Diff(inline, got); diff != "" {
 				t.Errorf("%s\n-inline, +shared:\n%s", reason, diff)
@@ -198,7 +218,7 @@ func TestSharedFormKeepsEveryPeer(t *testing.T) {
 			// The shared form read back as observed is what was
 			// delivered: planning again changes nothing.
 			again := scenario{xr: s.xr, observed: map[string]*fnv1.Resource{}, required: s.required}
-			for name, r := range s.observed {
+			for name, r := range written.observed {
 				if !delivers(name) {
 					again.observed[name] = r
 				}
@@ -217,6 +237,16 @@ func TestSharedFormKeepsEveryPeer(t *testing.T) {
 	if shared == 0 || exceptions == 0 {
 		t.Errorf("The scenarios must exercise the shared form (%d did) and its per-member exceptions (%d)", shared, exceptions)
 	}
+}
+
+// observedSegment tells whether a SegmentSet of that name is observed.
+func observedSegment(observed map[string]*fnv1.Resource, name string) bool {
+	for n, r := range observed {
+		if isSegments(n) && get(r.GetResource(), "metadata", "name").GetStringValue() == name {
+			return true
+		}
+	}
+	return false
 }
 
 // desiredJSON is the desired composed resources of a response, by name.
@@ -304,5 +334,44 @@ func TestSharedFormThreshold(t *testing.T) {
 				t.Errorf("%s\nshared form: want %t, got %t (%v)", tc.reason, tc.want, got, segs)
 			}
 		})
+	}
+}
+
+func TestSegmentSetsKeptWhileReferenced(t *testing.T) {
+	reason := "A member removed takes its SegmentSet with it only once no PeerSet references it any more: until Crossplane applied the PeerSets' new spec, the old one must still resolve."
+	s := loadScenario(t, "../examples/render/shared-segments")
+	f := &Function{log: logging.NewNopLogger(), ttl: time.Minute}
+	deliver := func(observed map[string]*fnv1.Resource, rsp *fnv1.RunFunctionResponse) {
+		for name, r := range rsp.GetDesired().GetResources() {
+			if delivers(name) {
+				observed[name] = &fnv1.Resource{Resource: r.GetResource()}
+			}
+		}
+	}
+	// The mesh as delivered: its SegmentSets, then its PeerSets.
+	deliver(s.observed, s.run(t, f, s.xr))
+	deliver(s.observed, s.run(t, f, s.xr))
+
+	// cluster-d leaves.
+	xr := withDelivery(s.xr, "0")
+	clusters := get(xr, "spec", "clusters").GetListValue()
+	clusters.Values = clusters.GetValues()[:3]
+	rsp := s.run(t, f, xr)
+	if _, ok := rsp.GetDesired().GetResources()["segments-cluster-d-0"]; !ok {
+		t.Fatalf("%s\nthe SegmentSet of cluster-d is dropped while the observed PeerSets reference it", reason)
+	}
+	for _, m := range []string{"cluster-a", "cluster-b", "cluster-c"} {
+		for _, ref := range get(rsp.GetDesired().GetResources()["peerset-"+m].GetResource(), "spec", "forProvider", "segmentSetRefs").GetListValue().GetValues() {
+			if strings.Contains(get(ref.GetStructValue(), "name").GetStringValue(), "cluster-d") {
+				t.Errorf("%s\nthe new PeerSet of %s still references cluster-d's SegmentSet", reason, m)
+			}
+		}
+	}
+	// Once the PeerSets no longer reference it, it goes.
+	delete(s.observed, "peerset-cluster-d")
+	delete(s.observed, "inventory-cluster-d")
+	deliver(s.observed, rsp)
+	if _, ok := s.run(t, f, xr).GetDesired().GetResources()["segments-cluster-d-0"]; ok {
+		t.Errorf("%s\nthe SegmentSet of cluster-d is kept although no PeerSet references it", reason)
 	}
 }

@@ -34,9 +34,11 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrlevent "sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -153,7 +155,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, o controller.Options, reg *rem
 		Named(name).
 		WithOptions(co).
 		For(&v1alpha1.PeerSet{}, builder.WithPredicates(resource.DesiredStateChanged())).
-		Watches(&v1alpha1.SegmentSet{}, handler.EnqueueRequestsFromMapFunc(referencing(mgr.GetClient()))).
+		Watches(&v1alpha1.SegmentSet{}, referencing(mgr.GetClient())).
 		WatchesRawSource(reg.Source(v1alpha1.PeerSetKind)).
 		Complete(ratelimiter.NewReconciler(name, errors.WithSilentRequeueOnConflict(r), o.GlobalRateLimiter))
 }
@@ -171,19 +173,37 @@ func segmentSetRefs(o client.Object) []string {
 	return out
 }
 
-// referencing maps a SegmentSet to the PeerSets of its namespace that
-// reference it.
-func referencing(c client.Reader) handler.MapFunc {
-	return func(ctx context.Context, o client.Object) []reconcile.Request {
+// segmentDelay is how long a changed SegmentSet waits before the PeerSets
+// that reference it are reconciled. function-kilomesh writes a mesh's
+// SegmentSets and PeerSets in one pass: a PeerSet applied with its new
+// SegmentSets but its old spec (or the reverse) would keep, for a moment, a
+// form of a Peer that is neither the old one nor the new one. The delay
+// lets the PeerSets' own changes land first, and gathers the SegmentSets of
+// one pass into one reconcile.
+const segmentDelay = 300 * time.Millisecond
+
+// referencing enqueues, after segmentDelay, the PeerSets of a SegmentSet's
+// namespace that reference it.
+func referencing(c client.Reader) handler.TypedEventHandler[client.Object, reconcile.Request] {
+	enqueue := func(ctx context.Context, o client.Object, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 		l := &v1alpha1.PeerSetList{}
 		if err := c.List(ctx, l, client.InNamespace(o.GetNamespace()), client.MatchingFields{IndexSegmentSetRefs: o.GetName()}); err != nil {
-			return nil
+			return
 		}
-		out := make([]reconcile.Request, 0, len(l.Items))
 		for _, ps := range l.Items {
-			out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: ps.Namespace, Name: ps.Name}})
+			q.AddAfter(reconcile.Request{NamespacedName: types.NamespacedName{Namespace: ps.Namespace, Name: ps.Name}}, segmentDelay)
 		}
-		return out
+	}
+	return handler.TypedFuncs[client.Object, reconcile.Request]{
+		CreateFunc: func(ctx context.Context, e ctrlevent.TypedCreateEvent[client.Object], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			enqueue(ctx, e.Object, q)
+		},
+		UpdateFunc: func(ctx context.Context, e ctrlevent.TypedUpdateEvent[client.Object], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			enqueue(ctx, e.ObjectNew, q)
+		},
+		DeleteFunc: func(ctx context.Context, e ctrlevent.TypedDeleteEvent[client.Object], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			enqueue(ctx, e.Object, q)
+		},
 	}
 }
 

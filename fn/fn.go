@@ -131,6 +131,7 @@ func (f *Function) run(req *fnv1.RunFunctionRequest) (*fnv1.RunFunctionResponse,
 		response.Fatal(rsp, errors.Wrap(err, errCompose))
 		return rsp, resultError, 0
 	}
+	steadyLastObserved(req.GetObserved().GetComposite().GetResource(), plan)
 	problems := deliveryProblems(xr, obs)
 	for member, msg := range plan.Withheld {
 		addProblem(problems, member, msg)

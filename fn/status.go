@@ -67,7 +67,7 @@ func steadyLastObserved(xr *structpb.Struct, plan *mesh.Plan) {
 	for i := range plan.Status.Clusters {
 		c := &plan.Status.Clusters[i]
 		p, ok := prev[c.Name]
-		if !ok || c.LastObserved == nil || c.LastObserved.Time.Before(p) || c.LastObserved.Time.Sub(p) >= lastObservedStep {
+		if !ok || c.LastObserved == nil || c.LastObserved.Before(&metav1.Time{Time: p}) || c.LastObserved.Sub(p) >= lastObservedStep {
 			continue
 		}
 		c.LastObserved = &metav1.Time{Time: p}

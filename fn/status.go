@@ -52,10 +52,11 @@ const (
 // status follows within a minute, not at every change.
 const lastObservedStep = time.Minute
 
-// steadyLastObserved keeps each member's lastObserved as the observed mesh
-// reports it while the new observation is less than lastObservedStep
-// newer: a member that changes rarely shows each observation exactly, one
-// that changes every few seconds at most once a minute.
+// steadyLastObserved keeps every member's lastObserved as the observed mesh
+// reports it while no member's new observation is lastObservedStep newer
+// than the one reported (or new to the status): a member that changes
+// rarely shows each observation exactly, and a mesh whose members change
+// every few seconds moves them all together, at most once a minute.
 func steadyLastObserved(xr *structpb.Struct, plan *mesh.Plan) {
 	prev := map[string]time.Time{}
 	for _, v := range get(xr, "status", "clusters").GetListValue().GetValues() {
@@ -64,13 +65,17 @@ func steadyLastObserved(xr *structpb.Struct, plan *mesh.Plan) {
 			prev[get(c, "name").GetStringValue()] = t
 		}
 	}
+	for _, c := range plan.Status.Clusters {
+		p, ok := prev[c.Name]
+		if c.LastObserved != nil && (!ok || c.LastObserved.Before(&metav1.Time{Time: p}) || c.LastObserved.Sub(p) >= lastObservedStep) {
+			return // reported as observed, every member with it
+		}
+	}
 	for i := range plan.Status.Clusters {
 		c := &plan.Status.Clusters[i]
-		p, ok := prev[c.Name]
-		if !ok || c.LastObserved == nil || c.LastObserved.Before(&metav1.Time{Time: p}) || c.LastObserved.Sub(p) >= lastObservedStep {
-			continue
+		if p, ok := prev[c.Name]; ok && c.LastObserved != nil {
+			c.LastObserved = &metav1.Time{Time: p}
 		}
-		c.LastObserved = &metav1.Time{Time: p}
 	}
 }
 

@@ -390,12 +390,29 @@ func segmentIndex(o map[string]*fnv1.Resource) map[string]*kubev1alpha1.SegmentS
 	return out
 }
 
-// desiredPeerOf reads an entry of a PeerSet or SegmentSet.
+// desiredPeerOf reads an entry of a PeerSet or SegmentSet, field by field:
+// a large mesh reads thousands, and a detour through JSON would cost more
+// than the planning. A field of the wrong type reads as empty: these are
+// the function's own writes, and a broken one routes nothing.
 func desiredPeerOf(i *structpb.Struct) kubev1alpha1.DesiredPeer {
 	d := kubev1alpha1.DesiredPeer{
 		Name:   get(i, "name").GetStringValue(),
 		Labels: map[string]string{meshv1alpha1.LabelSourceCluster: get(i, "labels", meshv1alpha1.LabelSourceCluster).GetStringValue()},
 	}
-	_ = fromValue(get(i, "spec"), &d.Spec) // written by this function; a broken one routes nothing
+	spec := get(i, "spec").GetStructValue()
+	ips := get(spec, "allowedIPs").GetListValue().GetValues()
+	d.Spec.AllowedIPs = make([]string, len(ips))
+	for k, v := range ips {
+		d.Spec.AllowedIPs[k] = v.GetStringValue()
+	}
+	d.Spec.PublicKey = get(spec, "publicKey").GetStringValue()
+	d.Spec.PresharedKey = get(spec, "presharedKey").GetStringValue()
+	d.Spec.PersistentKeepalive = int(get(spec, "persistentKeepalive").GetNumberValue())
+	if e := get(spec, "endpoint").GetStructValue(); e != nil {
+		d.Spec.Endpoint = &kubev1alpha1.PeerEndpoint{
+			DNSOrIP: kubev1alpha1.DNSOrIP{IP: get(e, "dnsOrIP", "ip").GetStringValue(), DNS: get(e, "dnsOrIP", "dns").GetStringValue()},
+			Port:    uint32(get(e, "port").GetNumberValue()),
+		}
+	}
 	return d
 }

@@ -67,7 +67,7 @@ e2e: ## End-to-end tests on local API servers, Crossplane and kilomesh's package
 test: check-generate lint unit fuzz package-check render-check docs-check e2e ## Run every test.
 
 .PHONY: realnodes
-realnodes: ## Real nodes (root): pods behind a Service in two clusters; Crossplane by its Helm chart, kilomesh as pods, a mesh of three; teardown checked (~2 min warm).
+realnodes: ## Real nodes (root): pods behind a Service in two clusters; Crossplane by its Helm chart, kilomesh as pods, a mesh of three; real pods across the mesh; teardown checked (~3.5 min warm).
 	test/tools/build.sh etcd kube kube-node coredns helm crossplane crossplane-cli crane provider-kubernetes
 	go test -tags realnodes -count=1 -v -timeout 20m ./test/realnodes/
 

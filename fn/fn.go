@@ -50,8 +50,10 @@ type Function struct {
 	shareAbove int
 	// now is the clock; time.Now when nil.
 	now func() time.Time
-	// metrics records every call; nil records nothing.
+	// metrics records every call, meshes what each mesh's last plan said;
+	// nil records nothing.
 	metrics *metrics
+	meshes  *meshMetrics
 }
 
 // RunFunction plans the mesh of the observed ClusterMesh and composes its
@@ -114,9 +116,11 @@ func (f *Function) run(req *fnv1.RunFunctionRequest) (*fnv1.RunFunctionResponse,
 	switch {
 	case errors.As(err, &invalid):
 		response.Fatal(rsp, err)
+		f.meshes.frozen(xr)
 		return rsp, resultInvalid, 0
 	case errors.As(err, &overlap):
 		log.Info("Freezing the mesh: its networks overlap", "overlaps", len(overlap.Overlaps))
+		f.meshes.frozen(xr)
 		if err := freeze(rsp, req, obs, overlap); err != nil {
 			response.Fatal(rsp, errors.Wrap(err, errCompose))
 			return rsp, resultError, 0
@@ -159,6 +163,7 @@ func (f *Function) run(req *fnv1.RunFunctionRequest) (*fnv1.RunFunctionResponse,
 		log.Debug("Waiting for every member's first report before delivering", "wait", wait)
 		withhold(rsp, wait)
 	}
+	f.meshes.planned(xr, plan)
 	log.Debug("Planned the mesh", "peers", plan.Status.PeerCount, "skipped", plan.Status.SkippedNodeCount)
 	return rsp, resultPlanned, n
 }

@@ -40,7 +40,7 @@ func (c *CLI) Run() error {
 	}
 	registry := prometheus.NewRegistry()
 	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	return function.Serve(&Function{log: log, ttl: c.ResponseTTL, shareAbove: c.ShareSegmentsAbove, metrics: newMetrics(registry)},
+	return function.Serve(&Function{log: log, ttl: c.ResponseTTL, shareAbove: c.ShareSegmentsAbove, metrics: newMetrics(registry), meshes: newMeshMetrics(registry, time.Now)},
 		function.WithMetricsRegistry(registry),
 		function.Listen(c.Network, c.Address),
 		function.MTLSCertificates(c.TLSCertsDir),

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -98,4 +99,75 @@ func histogramCount(t *testing.T, g prometheus.Gatherer, name string) uint64 {
 	}
 	t.Fatalf("no metric %s", name)
 	return 0
+}
+
+// TestMeshMetrics pins what the function says of each mesh: its members'
+// reachability, Peers, skipped nodes by reason and conflicts, whether it is
+// frozen, and that the series of a mesh no longer planned expire.
+func TestMeshMetrics(t *testing.T) {
+	now := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
+	r := prometheus.NewRegistry()
+	f := &Function{log: logging.NewNopLogger(), ttl: time.Minute, now: func() time.Time { return now },
+		meshes: newMeshMetrics(r, func() time.Time { return now })}
+
+	// cluster-b's node is skipped: its pod CIDR is outside the declared one.
+	if _, err := f.RunFunction(context.Background(), request(xr(t, "PeerSet", "10.3.0.0/16"), observedTwo(t, "False"), noOtherMeshes)); err != nil {
+		t.Fatal(err)
+	}
+	want := `
+# HELP kilomesh_mesh_converged 1 when the mesh's last plan had nothing pending (Converged=True).
+# TYPE kilomesh_mesh_converged gauge
+kilomesh_mesh_converged{mesh="mesh",namespace="network"} 1
+# HELP kilomesh_mesh_frozen 1 while the mesh is frozen (its networks overlap, or its spec is invalid): no Peer changes.
+# TYPE kilomesh_mesh_frozen gauge
+kilomesh_mesh_frozen{mesh="mesh",namespace="network"} 0
+# HELP kilomesh_mesh_member_reachable 1 while the mesh observes the member (its last known nodes are used otherwise).
+# TYPE kilomesh_mesh_member_reachable gauge
+kilomesh_mesh_member_reachable{member="cluster-a",mesh="mesh",namespace="network"} 1
+kilomesh_mesh_member_reachable{member="cluster-b",mesh="mesh",namespace="network"} 0
+# HELP kilomesh_mesh_member_skipped_nodes Nodes of the member the mesh leaves out, by skip reason (only reasons with skipped nodes).
+# TYPE kilomesh_mesh_member_skipped_nodes gauge
+kilomesh_mesh_member_skipped_nodes{member="cluster-b",mesh="mesh",namespace="network",reason="NodePodCIDROutOfRange"} 1
+`
+	if err := testutil.CollectAndCompare(f.meshes, strings.NewReader(want), "kilomesh_mesh_converged", "kilomesh_mesh_frozen",
+		"kilomesh_mesh_member_reachable", "kilomesh_mesh_member_skipped_nodes"); err != nil {
+		t.Error(err)
+	}
+	if n := testutil.CollectAndCount(f.meshes, "kilomesh_mesh_member_peers"); n != 2 {
+		t.Errorf("kilomesh_mesh_member_peers: %d series, want one per member", n)
+	}
+
+	// Overlapping networks freeze it.
+	if _, err := f.RunFunction(context.Background(), request(xr(t, "PeerSet", "10.1.128.0/17"), observedTwo(t, "True"), noOtherMeshes)); err != nil {
+		t.Fatal(err)
+	}
+	if v := testutil.ToFloat64(gaugeOf(t, f.meshes, "kilomesh_mesh_frozen")); v != 1 {
+		t.Errorf("kilomesh_mesh_frozen = %v after an overlap, want 1", v)
+	}
+
+	// Not planned for longer than meshExpiry: gone.
+	now = now.Add(meshExpiry + time.Second)
+	if n := testutil.CollectAndCount(f.meshes); n != 0 {
+		t.Errorf("%d series after the mesh was last planned %s ago, want none", n, meshExpiry+time.Second)
+	}
+}
+
+// gaugeOf collects the one series of a metric.
+func gaugeOf(t *testing.T, c prometheus.Collector, name string) prometheus.Collector {
+	t.Helper()
+	r := prometheus.NewPedanticRegistry()
+	r.MustRegister(c)
+	mfs, err := r.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			g := prometheus.NewGauge(prometheus.GaugeOpts{Name: name, Help: "copy"})
+			g.Set(mf.GetMetric()[0].GetGauge().GetValue())
+			return g
+		}
+	}
+	t.Fatalf("no metric %s", name)
+	return nil
 }

@@ -400,3 +400,54 @@ func peerOf(p *Plan, target, source, leader string) kilov1alpha1.Peer {
 	}
 	return kilov1alpha1.Peer{}
 }
+
+// TestHandshakes pins the evidence a member's status gives of the data
+// plane: how many Peers written into it its leaders recorded a handshake
+// with, among those Kilo would record (with a keepalive).
+func TestHandshakes(t *testing.T) {
+	cases := map[string]struct {
+		reason    string
+		keepalive int32
+		b1        kubev1alpha1.ObservedNode
+		want      *meshv1alpha1.Handshakes
+	}{
+		"OneOfTwo": {
+			reason:    "b1 recorded a handshake with a1, not with c1: one of the two Peers in b.",
+			keepalive: 25,
+			b1:        nodeB1(discovered(discoveredJSON(testKey(1), "192.0.2.7", 40000))),
+			want:      &meshv1alpha1.Handshakes{Seen: 1, Peers: 2},
+		},
+		"NoRecord": {
+			reason:    "A member whose leaders recorded nothing says nothing.",
+			keepalive: 25,
+			b1:        nodeB1(),
+		},
+		"NoKeepalive": {
+			reason: "Peers without a keepalive are never recorded by Kilo, and are not counted.",
+			b1:     nodeB1(discovered(discoveredJSON(testKey(1), "192.0.2.7", 40000))),
+			want:   &meshv1alpha1.Handshakes{},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			a := clusterA()
+			if tc.keepalive > 0 {
+				a = clusterA(withKeepalive(tc.keepalive))
+			}
+			p, err := Do(meshInput([]meshv1alpha1.Cluster{a, clusterB(), clusterC()}, map[string]*Observation{
+				"a": observation(nodeA1()),
+				"b": observation(tc.b1),
+				"c": observation(leaderNode("c1", "10.3.1.0/24", "10.43.0.1/16", 201, "198.51.100.201")),
+			}))
+			if err != nil {
+				t.Fatalf("\n%s\nDo(...): %v", tc.reason, err)
+			}
+			if diff := cmp.Diff(tc.want, statusOf(p, "b").Handshakes); diff != "" {
+				t.Errorf("\n%s\nDo(...): -want handshakes in b, +got:\n%s", tc.reason, diff)
+			}
+			if h := statusOf(p, "c").Handshakes; h != nil {
+				t.Errorf("\n%s\nDo(...): c recorded nothing, but its status says %+v", tc.reason, h)
+			}
+		})
+	}
+}

@@ -128,6 +128,7 @@ func (p *planner) place() {
 		}
 		sort.Slice(peers, func(i, j int) bool { return peers[i].Name < peers[j].Name })
 		p.plan.Peers[tc.spec.Name] = peers
+		p.countHandshakes(t, peers)
 		if t.incomplete != "" {
 			if p.plan.Withheld == nil {
 				p.plan.Withheld = map[string]string{}
@@ -193,6 +194,30 @@ func (p *planner) placeSource(peers []kilov1alpha1.Peer, t *target, sc *sourceCl
 		p.placed[sc.spec.Name]++
 	}
 	return peers
+}
+
+// countHandshakes counts the Peers written into a target that its leaders
+// recorded a handshake with (Kilo records only Peers with a keepalive).
+func (p *planner) countHandshakes(t *target, peers []kilov1alpha1.Peer) {
+	if len(t.discovered) == 0 {
+		return
+	}
+	h := &meshv1alpha1.Handshakes{}
+	for i := range peers {
+		if peers[i].Spec.PersistentKeepalive == 0 {
+			continue
+		}
+		h.Peers++
+		if k, ok := kilov1alpha1.ParseKey(peers[i].Spec.PublicKey); ok {
+			if _, seen := t.discovered[k]; seen {
+				h.Seen++
+			}
+		}
+	}
+	if p.handshakes == nil {
+		p.handshakes = map[string]*meshv1alpha1.Handshakes{}
+	}
+	p.handshakes[t.sc.spec.Name] = h
 }
 
 // checkNATKeepalive reports a segment that a target reaches at an address

@@ -87,6 +87,10 @@ type Plan struct {
 	// Withheld names, by member, why no new route is written into it: the
 	// Peers there that the mesh does not own are not known whole.
 	Withheld map[string]string
+	// Skipped counts, by member and reason, every skipped node, and
+	// Conflicts every conflict in a member, by reason: the status lists
+	// only some of them.
+	Skipped, Conflicts map[string]map[string]int
 }
 
 // Do plans a mesh. It returns an *InvalidSpecError or an *OverlapError when
@@ -152,6 +156,8 @@ type planner struct {
 	endpoints map[netip.Addr]string
 	// advertisers count the segments that advertise an internal address.
 	advertisers map[netip.Addr]int
+	// handshakes are, by target, the Peers its leaders shook hands with.
+	handshakes map[string]*meshv1alpha1.Handshakes
 }
 
 func (p *planner) problem(cluster, reason, what string) {

@@ -154,6 +154,7 @@ func (p *planner) clusterStatus(sc *sourceCluster) meshv1alpha1.ClusterStatus {
 	if len(conflicts) > listed {
 		cs.Conflicts, cs.MoreConflicts = conflicts[:listed], len(conflicts)-listed
 	}
+	cs.Handshakes = p.handshakes[name]
 	if sc.obs == nil || sc.obs.ObservedAt == nil {
 		p.plan.Pending = append(p.plan.Pending, fmt.Sprintf("cluster %s has not been observed yet", name))
 	} else {
@@ -164,12 +165,20 @@ func (p *planner) clusterStatus(sc *sourceCluster) meshv1alpha1.ClusterStatus {
 		cs.UnreachableSince = sc.obs.UnreachableSince
 		cs.Message = sc.obs.Problem
 	}
+	if p.plan.Conflicts == nil {
+		p.plan.Conflicts, p.plan.Skipped = map[string]map[string]int{}, map[string]map[string]int{}
+	}
+	p.plan.Conflicts[name], p.plan.Skipped[name] = map[string]int{}, map[string]int{}
+	for _, c := range conflicts {
+		p.plan.Conflicts[name][c.Reason]++
+	}
 	byReason := map[string][]string{}
 	var reasons []string
 	for _, n := range sc.nodes {
 		if n.skipped == nil {
 			continue
 		}
+		p.plan.Skipped[name][n.skipped.Reason]++
 		cs.SkippedNodes++
 		if len(cs.Skipped) < listed {
 			cs.Skipped = append(cs.Skipped, *n.skipped)

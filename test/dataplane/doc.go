@@ -17,7 +17,11 @@
 // bridge), its public addresses (ExternalIPs and endpoint hosts) on a
 // network shared by every cluster (or behind a NAT router of its own, when
 // Config.NAT says so), its pod address (the first address of
-// its pod CIDR) on lo with a UDP echo service. Every node's agent computes
+// its pod CIDR) on lo with a UDP echo service. A real node of the stack,
+// which has a namespace of its own with its kubelet, CNI bridge and pods
+// (Member.Netns), is adopted instead: the harness adds its link to the
+// network between clusters, its WireGuard interface and routes there, and
+// removes only those. Every node's agent computes
 // Kilo's topology from that node's point of view; a segment leader runs
 // wireguard-go with the configuration Kilo writes, and every node gets the
 // routes Kilo sets. Every Node of every member, with or without a data

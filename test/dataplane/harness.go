@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"sync"
@@ -72,6 +73,11 @@ type Member struct {
 	// wireguardCIDR). Empty: the member has no data plane, and its Nodes
 	// only get heartbeats.
 	Subnet string
+	// Netns names, by Node name, the network namespaces of Nodes that
+	// have one already: the real nodes of the stack (node.sh), with their
+	// kubelet, CNI bridge and pods. The harness runs Kilo's agent there
+	// instead of making a namespace (see adoptMachine).
+	Netns map[string]string
 }
 
 // A Harness stands in for Kilo's agent on every Node of its members: it
@@ -419,6 +425,14 @@ func (mb *member) agent(ctx context.Context, m *machine, view map[string]*Node, 
 	if err != nil {
 		return err
 	}
+	routes := t.routes()
+	if m.privLink == "" && slices.ContainsFunc(routes, func(r Route) bool { return r.Dev == devPrivate }) {
+		// In a namespace it did not make, the harness has no link to the
+		// other nodes' internal IPs: the node's own link leads to the
+		// machine that hosts it.
+		m.note = "it shares its location with other nodes, and its namespace has no link to their internal IPs"
+		return nil
+	}
 	if t.leader {
 		if err := mb.h.lead(ctx, m, t, dev); err != nil {
 			return err
@@ -430,7 +444,14 @@ func (mb *member) agent(ctx context.Context, m *machine, view map[string]*Node, 
 		// A link set down loses its routes.
 		m.up, m.routes = false, map[netip.Prefix]Route{}
 	}
-	return m.setRoutes(ctx, t.routes())
+	held := fmt.Sprint(m.held)
+	if err := m.setRoutes(ctx, routes); err != nil {
+		return err
+	}
+	if fmt.Sprint(m.held) != held && len(m.held) > 0 {
+		mb.h.cfg.Log("%s/%s: routes the node's namespace has already, left to it: %v", m.cluster, m.node, m.held)
+	}
+	return nil
 }
 
 // runnable returns the private key of a node's agent, or why the agent

@@ -2,6 +2,7 @@ package dataplane
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -37,10 +38,19 @@ type machine struct {
 	index         int
 	iface         string // WireGuard interface, once the node leads
 	granularity   string
-	pod           netip.Addr
-	private       []netip.Prefix
-	public        []netip.Addr
-	echo          net.PacketConn
+	// adopted is set for a node whose namespace the harness did not make
+	// (a real node): the harness adds only its link to the network between
+	// clusters there, and removes only what it added.
+	adopted bool
+	// privLink is the link of the node's internal IP, through which Kilo
+	// routes to the other nodes of its location; empty in an adopted
+	// namespace, whose own link the harness leaves alone. pubLink is the
+	// link to the network between clusters.
+	privLink, pubLink string
+	pod               netip.Addr
+	private           []netip.Prefix
+	public            []netip.Addr
+	echo              net.PacketConn
 
 	wg      *exec.Cmd
 	wgDone  chan struct{}
@@ -50,6 +60,10 @@ type machine struct {
 	links   map[netip.Addr]bool // routes to the other machines' public addresses
 	note    string              // why the agent runs nothing
 	skipped string              // a change Kilo leaves unwritten
+	// held are the destinations Kilo would route that an adopted
+	// namespace routes already on its own (its CNI bridge, its link):
+	// the harness leaves those routes to the node.
+	held []netip.Prefix
 
 	// router is the namespace of the machine's NAT, if it is behind one;
 	// routerPublic the NAT's public address.
@@ -132,14 +146,21 @@ func (mb *member) ensureMachine(ctx context.Context, n *corev1.Node) error {
 		h.next++
 		idx := h.next
 		h.mu.Unlock()
-		m = &machine{cluster: mb.Name, node: n.Name, ns: h.run + "-" + mb.Name + "-" + n.Name, index: idx, iface: h.run + "w" + strconv.Itoa(idx), routes: map[netip.Prefix]Route{}, links: map[netip.Addr]bool{}}
-		// Whether a machine is behind NAT is decided once, when it is
-		// made.
-		var nat *NAT
-		if h.cfg.NAT != nil {
-			nat = h.cfg.NAT(n)
+		m = &machine{cluster: mb.Name, node: n.Name, ns: h.run + "-" + mb.Name + "-" + n.Name, index: idx, iface: h.run + "w" + strconv.Itoa(idx), privLink: privateLink, pubLink: publicLink, routes: map[netip.Prefix]Route{}, links: map[netip.Addr]bool{}}
+		var err error
+		if ns, ok := mb.Netns[n.Name]; ok {
+			m.ns, m.adopted, m.privLink, m.pubLink = ns, true, "", h.run+"-pub"
+			err = h.adoptMachine(ctx, m)
+		} else {
+			// Whether a machine is behind NAT is decided once, when it
+			// is made.
+			var nat *NAT
+			if h.cfg.NAT != nil {
+				nat = h.cfg.NAT(n)
+			}
+			err = h.makeMachine(ctx, mb, m, pod, nat)
 		}
-		if err := h.makeMachine(ctx, mb, m, pod, nat); err != nil {
+		if err != nil {
 			h.removeMachine(ctx, m)
 			return err
 		}
@@ -147,14 +168,18 @@ func (mb *member) ensureMachine(ctx context.Context, n *corev1.Node) error {
 	}
 	m.granularity = n.Annotations[kilov1alpha1.AnnotationGranularity]
 	var cmds []string
+	if m.adopted {
+		// The node's internal IP is on its own link already.
+		private = nil
+	}
 	for _, p := range m.private {
 		if !slices.Contains(private, p) {
-			cmds = append(cmds, fmt.Sprintf("address del %s dev %s", p, privateLink))
+			cmds = append(cmds, fmt.Sprintf("address del %s dev %s", p, m.privLink))
 		}
 	}
 	for _, p := range private {
 		if !slices.Contains(m.private, p) {
-			cmds = append(cmds, fmt.Sprintf("address add %s dev %s", p, privateLink))
+			cmds = append(cmds, fmt.Sprintf("address add %s dev %s", p, m.privLink))
 		}
 	}
 	h.mu.Lock()
@@ -164,7 +189,7 @@ func (mb *member) ensureMachine(ctx context.Context, n *corev1.Node) error {
 			keep = append(keep, a)
 			continue
 		}
-		cmds = append(cmds, fmt.Sprintf("address del %s/32 dev %s", a, publicLink))
+		cmds = append(cmds, fmt.Sprintf("address del %s/32 dev %s", a, m.pubLink))
 		delete(h.public, a)
 	}
 	for _, a := range public {
@@ -177,7 +202,7 @@ func (mb *member) ensureMachine(ctx context.Context, n *corev1.Node) error {
 		}
 		h.public[a] = mb.Name + "/" + n.Name
 		keep = append(keep, a)
-		cmds = append(cmds, fmt.Sprintf("address add %s/32 dev %s", a, publicLink))
+		cmds = append(cmds, fmt.Sprintf("address add %s/32 dev %s", a, m.pubLink))
 	}
 	h.mu.Unlock()
 	m.private, m.public = private, keep
@@ -256,6 +281,42 @@ func (h *Harness) makeMachine(ctx context.Context, mb *member, m *machine, pod n
 	return nil
 }
 
+// adoptMachine makes the machine of a Node that lives in a network
+// namespace of its own already (a real node of the stack, with its
+// kubelet, its CNI bridge and its pods): the harness adds to it one link
+// to the network between clusters, named after the harness so that it
+// meets none of the node's (eth0, the CNI bridge, the pods' veths), and
+// nothing else. The node keeps its internal IP on its own link, and its
+// pod CIDR stays its CNI's: the machine gets no pod address and no echo
+// service of the harness.
+func (h *Harness) adoptMachine(ctx context.Context, m *machine) error {
+	if !netnsExists(m.ns) {
+		return fmt.Errorf("%s/%s: network namespace %s does not exist", m.cluster, m.node, m.ns)
+	}
+	// Kilo's agent forwards through the node; it is the node's (its CNI's)
+	// to allow, and the harness changes none of the namespace's settings.
+	fwd, err := readSysctl(m.ns, "ipv4/ip_forward")
+	if err != nil {
+		return err
+	}
+	if fwd != "1" {
+		return fmt.Errorf("%s/%s: network namespace %s does not forward (net.ipv4.ip_forward=%s)", m.cluster, m.node, m.ns, fwd)
+	}
+	e := "e" + strconv.Itoa(m.index)
+	if err := ipBatch(ctx, h.hub, []string{
+		fmt.Sprintf("link add %s type veth peer name %s netns %s", e, m.pubLink, m.ns),
+		fmt.Sprintf("link set %s master pub up", e),
+	}); err != nil {
+		return err
+	}
+	// The link's own settings, which go with it: ARP answers only for its
+	// own addresses, as on every machine.
+	if err := sysctls(m.ns, [][2]string{{"ipv4/conf/" + m.pubLink + "/arp_ignore", "1"}}); err != nil {
+		return err
+	}
+	return ipBatch(ctx, m.ns, []string{"link set " + m.pubLink + " up"})
+}
+
 // linkPublic gives every machine a route to every other machine's public
 // addresses on the network between clusters, and no other route there: a
 // default route would let two machines that both lack a route to each
@@ -275,7 +336,7 @@ func (h *Harness) linkPublic(ctx context.Context) error {
 			var del, cmds []string
 			for a := range m.links {
 				if _, ok := owner[a]; !ok || owner[a] == m.cluster+"/"+m.node {
-					del = append(del, fmt.Sprintf("route del %s/32 dev %s", a, publicLink))
+					del = append(del, fmt.Sprintf("route del %s/32 dev %s", a, m.pubLink))
 					delete(m.links, a)
 				}
 			}
@@ -283,7 +344,7 @@ func (h *Harness) linkPublic(ctx context.Context) error {
 			_ = ipBatch(ctx, m.ns, del, "-force")
 			for a, o := range owner {
 				if o != m.cluster+"/"+m.node && !m.links[a] {
-					cmds = append(cmds, fmt.Sprintf("route replace %s/32 dev %s", a, publicLink))
+					cmds = append(cmds, fmt.Sprintf("route replace %s/32 dev %s", a, m.pubLink))
 					m.links[a] = true
 				}
 			}
@@ -323,7 +384,10 @@ func (h *Harness) startWireGuard(ctx context.Context, m *machine) error {
 	defer log.Close()
 	// The process lives as long as the machine, not as the apply that
 	// starts it.
-	c := exec.CommandContext(context.WithoutCancel(ctx), "ip", "netns", "exec", m.ns, h.cfg.WireguardGo, "-f", m.iface) //nolint:gosec // G204: the harness's own namespace and binary
+	// nsenter enters the network namespace only: wireguard-go keeps the
+	// harness's mounts (its socket folder), and in a real node's namespace
+	// it stays out of the node's mount namespace.
+	c := exec.CommandContext(context.WithoutCancel(ctx), "nsenter", "--net="+filepath.Join(netnsDir, m.ns), h.cfg.WireguardGo, "-f", m.iface) //nolint:gosec // G204: the harness's own namespace and binary
 	env := []string{"LOG_LEVEL=error"}
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, "WG_") && !strings.HasPrefix(kv, "LOG_LEVEL=") {
@@ -377,8 +441,31 @@ func stopWireGuard(m *machine) {
 }
 
 // removeMachine stops what runs in a machine and deletes its namespace
-// (which takes its links along).
+// (which takes its links along); of an adopted namespace it removes only
+// what the harness added: its routes, its WireGuard interface (which goes
+// with wireguard-go) and its link.
 func (h *Harness) removeMachine(ctx context.Context, m *machine) {
+	if m.adopted {
+		if netnsExists(m.ns) {
+			if err := m.setRoutes(ctx, nil); err != nil {
+				h.cfg.Log("%s/%s: %v", m.cluster, m.node, err)
+			}
+		}
+		stopWireGuard(m)
+		h.mu.Lock()
+		for _, a := range m.public {
+			delete(h.public, a)
+		}
+		h.mu.Unlock()
+		if netnsExists(m.ns) {
+			_ = ipBatch(ctx, m.ns, []string{"link del " + m.pubLink})
+		}
+		if netnsExists(h.hub) {
+			_ = ipBatch(ctx, h.hub, []string{"link del e" + strconv.Itoa(m.index)})
+		}
+		h.saveStateLogged()
+		return
+	}
 	stopWireGuard(m)
 	if m.echo != nil {
 		_ = m.echo.Close()
@@ -411,10 +498,30 @@ func (h *Harness) removeMachine(ctx context.Context, m *machine) {
 // does: new and changed ones replaced, the ones no longer wanted deleted.
 // Of two routes to one destination the later wins, as with Kilo's
 // replacing writes.
+//
+// In an adopted namespace a destination that the node routes on its own
+// (a route of another protocol than the harness's static ones: its link's,
+// its CNI bridge's, one of node.sh's) is left to the node, where Kilo would
+// replace it: the harness never changes what the kubelet and the CNI set.
+// Those destinations are kept in m.held.
 func (m *machine) setRoutes(ctx context.Context, rs []Route) error {
 	want := map[netip.Prefix]Route{}
 	for _, r := range rs {
 		want[r.Dst] = r
+	}
+	m.held = nil
+	if m.adopted && len(want) > 0 {
+		own, err := nodeRoutes(ctx, m.ns)
+		if err != nil {
+			return err
+		}
+		for dst := range want {
+			if own[dst] {
+				delete(want, dst)
+				m.held = append(m.held, dst)
+			}
+		}
+		slices.SortFunc(m.held, func(a, b netip.Prefix) int { return strings.Compare(a.String(), b.String()) })
 	}
 	var del []string
 	for dst, r := range m.routes {
@@ -445,7 +552,7 @@ func (m *machine) setRoutes(ctx context.Context, rs []Route) error {
 }
 
 func (m *machine) routeSpec(r Route) string {
-	dev := privateLink
+	dev := m.privLink
 	if r.Dev == devWireGuard {
 		dev = m.iface
 	}
@@ -457,4 +564,36 @@ func (m *machine) routeSpec(r Route) string {
 		s += " src " + r.Src.String()
 	}
 	return s + " proto static"
+}
+
+// nodeRoutes are the destinations of the routes of namespace ns's main
+// table that are not the harness's (any protocol but static).
+func nodeRoutes(ctx context.Context, ns string) (map[netip.Prefix]bool, error) {
+	out, err := exec.CommandContext(ctx, "ip", "-n", ns, "-4", "-j", "route", "show", "table", "main").Output() //nolint:gosec // G204: ip with the harness's own arguments
+	if err != nil {
+		return nil, fmt.Errorf("cannot list the routes of %s: %w", ns, err)
+	}
+	var routes []struct {
+		Dst      string `json:"dst"`
+		Protocol string `json:"protocol"`
+	}
+	if err := json.Unmarshal(out, &routes); err != nil {
+		return nil, fmt.Errorf("cannot read the routes of %s: %w", ns, err)
+	}
+	own := map[netip.Prefix]bool{}
+	for _, r := range routes {
+		if r.Protocol == "static" {
+			continue
+		}
+		p, err := netip.ParsePrefix(r.Dst)
+		if err != nil {
+			a, aerr := netip.ParseAddr(r.Dst)
+			if aerr != nil {
+				continue // "default", which the harness never routes
+			}
+			p = host(a)
+		}
+		own[p] = true
+	}
+	return own, nil
 }

@@ -101,6 +101,20 @@ func sysctls(ns string, kv [][2]string) error {
 	})
 }
 
+// readSysctl reads a /proc/sys/net setting in network namespace ns.
+func readSysctl(ns, key string) (string, error) {
+	var v string
+	err := inNetns(ns, func() error {
+		b, err := os.ReadFile("/proc/sys/net/" + key) //nolint:gosec // a sysctl file
+		if err != nil {
+			return fmt.Errorf("cannot read net.%s in %s: %w", strings.ReplaceAll(key, "/", "."), ns, err)
+		}
+		v = strings.TrimSpace(string(b))
+		return nil
+	})
+	return v, err
+}
+
 // Requirements says why the harness cannot run here, or nothing: it needs
 // root (network namespaces, links, routes), /dev/net/tun (wireguard-go's
 // interfaces) and iproute2's ip.

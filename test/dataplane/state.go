@@ -42,8 +42,18 @@ type State struct {
 	Namespaces []string `json:"namespaces"`
 	// WireGuard are the running wireguard-go processes.
 	WireGuard []Process `json:"wireguard,omitempty"`
+	// Adopted are the links the harness added to namespaces it did not
+	// make (real nodes); the namespaces themselves are not its own.
+	Adopted []Link `json:"adopted,omitempty"`
 	// Pods are the pod addresses of the machines.
 	Pods []Pod `json:"pods"`
+}
+
+// A Link is a link the harness added to a network namespace it did not
+// make.
+type Link struct {
+	Netns string `json:"netns"`
+	Name  string `json:"name"`
 }
 
 // A Process is a wireguard-go process and its interface.
@@ -72,7 +82,11 @@ func (h *Harness) state() State {
 	}
 	for _, mb := range h.members {
 		for _, m := range mb.machines {
-			s.Namespaces = append(s.Namespaces, m.ns)
+			if m.adopted {
+				s.Adopted = append(s.Adopted, Link{Netns: m.ns, Name: m.pubLink})
+			} else {
+				s.Namespaces = append(s.Namespaces, m.ns)
+			}
 			if m.router != "" {
 				s.Namespaces = append(s.Namespaces, m.router)
 			}
@@ -212,6 +226,19 @@ func cleanLeftovers(ctx context.Context, dir string, log func(string, ...any)) e
 		log("stopping wireguard-go %d (%s) of a harness that stopped without cleaning up", p.PID, p.Iface)
 		_ = syscall.Kill(p.PID, syscall.SIGKILL)
 	}
+	// The harness's links in namespaces it did not make go before its hub
+	// (which would take them along), so that they are named in the log.
+	// Its routes there went with its links and with wireguard-go's
+	// interfaces.
+	for _, l := range s.Adopted {
+		if !netnsExists(l.Netns) || ipBatch(ctx, l.Netns, []string{"link show " + l.Name}) != nil {
+			continue
+		}
+		log("deleting link %s in network namespace %s of a harness that stopped without cleaning up", l.Name, l.Netns)
+		if err := ipBatch(ctx, l.Netns, []string{"link del " + l.Name}); err != nil {
+			return err
+		}
+	}
 	for i := len(s.Namespaces) - 1; i >= 0; i-- {
 		ns := s.Namespaces[i]
 		if !netnsExists(ns) {
@@ -254,6 +281,12 @@ func (m *machine) dump(ctx context.Context, b *strings.Builder) {
 	}
 	if m.skipped != "" {
 		fmt.Fprintf(b, ": Kilo would not write: %s", m.skipped)
+	}
+	if m.adopted {
+		fmt.Fprintf(b, ": a namespace of its own (link %s added)", m.pubLink)
+	}
+	if len(m.held) > 0 {
+		fmt.Fprintf(b, ": routes left to the node: %v", m.held)
 	}
 	b.WriteString("\n")
 	if m.router != "" {

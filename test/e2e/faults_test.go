@@ -137,10 +137,12 @@ current-context: norbac
 		t.Fatal(err)
 	}
 	// Its ClusterProviderConfig, for delivery: Objects (clusterConfigs).
-	cpc := pc.DeepCopy()
-	cpc.SetKind(meshv1alpha1.KindClusterProviderConfig)
-	cpc.SetNamespace("")
-	cpc.SetName(ns + "-" + name)
+	cpc := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "kubernetes.m.crossplane.io/v1alpha1",
+		"kind":       meshv1alpha1.KindClusterProviderConfig,
+		"metadata":   map[string]any{"name": ns + "-" + name},
+		"spec":       pc.Object["spec"],
+	}}
 	if err := mgmt.Create(ctx, cpc); err != nil && !kerrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}

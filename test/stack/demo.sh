@@ -8,7 +8,10 @@
 # namespace per Node, real WireGuard tunnels, Kilo's heartbeat), applies
 # examples/mesh.yaml and prints, once every member holds exactly the Peers
 # the planner computes, the Peers of every member, the ClusterMesh status and
-# which members' pods reach which through the tunnels.
+# which members' pods reach which through the tunnels. With real nodes,
+# each real node joins the mesh (Kilo's annotations, the harness's agent in
+# its namespace), and a table of real pods' HTTP requests to a pod and to a
+# Service of every other member ends it (test/stack/meshpods).
 #
 #   test/stack/demo.sh        (make demo)
 #   test/stack/demo-down.sh   (make demo-down) stops exactly what it started
@@ -104,6 +107,16 @@ if ! stack_running dataplane-agent >/dev/null; then
   fi
   stack_start dataplane-agent "$STACK_DIR/bin/meshtool" --stack-dir "$STACK_DIR" "${agent[@]}" cluster-a cluster-b cluster-c
 fi
+dataplane=
+if [ "$(id -u)" = 0 ] && [ -c /dev/net/tun ]; then
+  dataplane=1
+fi
+real_pods=
+if [ -n "$dataplane" ] && grep -qx "STACK_REAL_NODES='1'" "$STACK_DIR/env"; then
+  real_pods=1
+  stack_log "real pods in every member (namespace mesh-pods): hello behind a Service, a client, and Kilo's mirrored Services"
+  "$STACK_DIR/bin/meshtool" pods --deploy-only
+fi
 stack_log "docs/install.md: kubectl apply -f examples/mesh.yaml"
 stack_doc_run docs/install.md mesh >/dev/null
 "$STACK_DIR/bin/meshtool" wait --namespace network --name mesh --timeout 5m
@@ -111,17 +124,34 @@ stack_doc_run docs/install.md mesh >/dev/null
 "$STACK_DIR/bin/meshtool" show --namespace network --name mesh
 printf '\n$ kubectl get clustermesh -n network\n'
 kc get clustermesh -n network
-if [ "$(id -u)" = 0 ] && [ -c /dev/net/tun ]; then
+if [ -n "$dataplane" ]; then
   "$STACK_DIR/bin/meshtool" matrix || stack_log "some pods do not reach each other (above)"
 fi
+if [ -n "$real_pods" ]; then
+  "$STACK_DIR/bin/meshtool" pods || stack_log "some real pods do not reach another member (above)"
+fi
+
+# The mesh as kubectl kilomesh shows it (docs/observability.md).
+go build -o "$STACK_DIR/bin/kubectl-kilomesh" ./cmd/kubectl-kilomesh
+kk=("$STACK_DIR/bin/kubectl-kilomesh" --kubeconfig "$STACK_DIR/cluster-a/kubeconfig" -n network)
+printf '\n$ kubectl kilomesh status mesh -n network\n'
+"${kk[@]}" status mesh || true
+svg=$STACK_DIR/mesh.svg
+if ! command -v dot >/dev/null; then
+  svg=$STACK_DIR/mesh.dot # without Graphviz the plugin writes DOT
+fi
+"${kk[@]}" graph mesh -o svg >"$svg" 2>/dev/null || true
+stack_log "the mesh as a picture: $svg (kubectl kilomesh graph mesh -n network -o svg)"
 cat <<EOF
 
 The demo runs in $STACK_DIR ($((SECONDS - started))s to get here). Try:
   export KUBECONFIG=$STACK_DIR/cluster-a/kubeconfig
   .cache/bin/kubectl get clustermesh,nodeinventories,objects -n network
   .cache/bin/kubectl get pods -A -o wide          (with real nodes: Crossplane and the packages as pods)
+  .cache/bin/kubectl get svc,endpoints -n mesh-pods  (with real nodes: hello, and Kilo's mirrors hello-<member>)
   .cache/bin/kubectl --kubeconfig $STACK_DIR/cluster-b/kubeconfig get peers
   .cache/bin/kubectl --kubeconfig $STACK_DIR/cluster-c/kubeconfig annotate node node-c1 --overwrite kilo.squat.ai/force-endpoint=192.0.2.99:51820
   STACK_DIR=$STACK_DIR $STACK_DIR/bin/meshtool show
+  $STACK_DIR/bin/kubectl-kilomesh --kubeconfig $STACK_DIR/cluster-a/kubeconfig diagnose mesh -n network
 Stop it with: make demo-down
 EOF

@@ -18,6 +18,11 @@ if [ $# -gt 0 ]; then
   exit 0
 fi
 
+# The data-plane harness first: it runs wireguard-go in the real nodes'
+# namespaces and removes what it added there while they still exist.
+if [ -f "$STACK_DIR/pids/dataplane-agent.pid" ]; then
+  stack_stop dataplane-agent
+fi
 # Real nodes first (node.sh down): their kubelets, pods, containerd,
 # namespaces, cgroups and mounts, while the rest still runs.
 for f in "$STACK_DIR"/*/node/plan; do

@@ -76,10 +76,13 @@ cmd_plan() {
     printf "HOST_VETH='%s'\n" "km${id}h$i"
     printf "HOST_IP='10.%d.255.1'\n" $((224 + i))
     printf "NODE_IP='10.%d.255.2'\n" $((224 + i))
-    printf "POD_CIDR='10.%d.0.0/24'\n" $((224 + i))
-    printf "CLUSTER_CIDR='10.%d.0.0/16'\n" $((224 + i))
-    printf "SVC_CIDR='10.%d.0.0/16'\n" $((96 + i))
-    printf "DNS_IP='10.%d.0.10'\n" $((96 + i))
+    # The pod CIDR is a free /24 of the member range that the stack's
+    # meshes (examples/mesh.yaml, the fixture) declare for the cluster, so
+    # that the node joins a mesh; kube-proxy's cluster CIDR is that range.
+    printf "POD_CIDR='10.%d.224.0/24'\n" $((1 + i))
+    printf "CLUSTER_CIDR='10.%d.0.0/16'\n" $((1 + i))
+    printf "SVC_CIDR='10.%d.0.0/16'\n" $((101 + i))
+    printf "DNS_IP='10.%d.0.10'\n" $((101 + i))
     printf "CGROOT='/km%s-%s'\n" "$id" "$c"
     printf "CNI_NET='km%s-%s'\n" "$id" "$c"
     printf "NODE_TOKEN='%s'\n" "$(openssl rand -hex 24)"
@@ -146,8 +149,8 @@ cmd_up() {
   cd=$nd/containerd
   ap_var=$(stack_var "$c" PORT)
   ap=${!ap_var}
-  if ip -o route show root "$CLUSTER_CIDR" | grep -q . || ip -o addr show to "$HOST_IP/30" | grep -q .; then
-    stack_die "$CLUSTER_CIDR is in use on this machine (another run's real node?): one real-node stack per machine"
+  if ip -o route show root "$POD_CIDR" | grep -q . || ip -o addr show to "$HOST_IP/30" | grep -q .; then
+    stack_die "$POD_CIDR or $HOST_IP is in use on this machine (another run's real node?): one real-node stack per machine"
   fi
 
   stack_log "$c: node $NODE in network namespace $NODE_NETNS ($NODE_IP, pods $POD_CIDR)"
@@ -360,6 +363,14 @@ cmd_addons() {
     "$STACK_DIR/$c/ca.crt" system:kube-proxy "$PROXY_TOKEN"
   # The pod reads it at the same path: point the CA there.
   sed -i "s#^    certificate-authority-data: .*#    certificate-authority: /var/lib/kube-proxy/ca.crt#" "$nd/kube-proxy/kubeconfig"
+  # clusterCIDR is the member's pod range: kube-proxy leaves the source of
+  # the cluster's own pods as it is on their way to a ClusterIP (a remote
+  # member's ClusterIP behind a mirrored Service leaves through WireGuard
+  # with the pod's address, which the other side's Peer allows), and
+  # masquerades what comes from elsewhere, e.g. from another member through
+  # WireGuard, so that replies come back through this node. kube-proxy
+  # drops traffic to unallocated addresses of its own service CIDR only
+  # (its ServiceCIDR objects), so the other members' ClusterIPs pass.
   cat >"$nd/kube-proxy/config.yaml" <<YAML
 apiVersion: kubeproxy.config.k8s.io/v1alpha1
 kind: KubeProxyConfiguration

@@ -188,7 +188,7 @@ stack_log "making certificates and keys"
 i=0
 pki_pids=()
 for c in "${clusters[@]}"; do
-  make_pki "$c" "10.$((96 + i)).0.1" &
+  make_pki "$c" "10.$((101 + i)).0.1" &
   pki_pids+=($!)
   i=$((i + 1))
 done
@@ -223,7 +223,10 @@ for c in "${clusters[@]}"; do
       --kubelet-client-certificate="$d/kubelet-client.crt" --kubelet-client-key="$d/kubelet-client.key"
     )
   fi
-  svc_cidr[$c]=10.$((96 + i)).0.0/16
+  # 10.101.0.0/16, 10.102.0.0/16, ...: the serviceCIDRs that
+  # examples/mesh.yaml declares for cluster-a, -b and -c, so that a mesh
+  # routes the members' real Services.
+  svc_cidr[$c]=10.$((101 + i)).0.0/16
   token[$c]=$(head -n1 "$d/tokens.csv" | cut -d, -f1)
   server=https://127.0.0.1:${api_port[$c]}
   stack_write_kubeconfig "$d/kubeconfig" "$c" "$c" "$server" "$d/ca.crt" "admin@$c" "${token[$c]}"
@@ -256,9 +259,11 @@ done
 kcm_controllers=garbagecollector,namespace,serviceaccount,serviceaccount-token
 if [ "$real_nodes" = 1 ]; then
   # What pods need: a kube-root-ca.crt ConfigMap in every namespace (their
-  # projected token volumes), Deployments, DaemonSets, EndpointSlices; and
-  # what Crossplane's Helm chart needs: its ClusterRoles are aggregated.
-  kcm_controllers=$kcm_controllers,root-ca-cert-publisher,deployment,replicaset,daemonset,endpointslice,clusterrole-aggregation
+  # projected token volumes), Deployments, DaemonSets, EndpointSlices (also
+  # mirrored from the Endpoints of a Service without a selector, which
+  # Kilo's multi-cluster Services recipe writes); and what Crossplane's
+  # Helm chart needs: its ClusterRoles are aggregated.
+  kcm_controllers=$kcm_controllers,root-ca-cert-publisher,deployment,replicaset,daemonset,endpointslice,endpointslicemirroring,clusterrole-aggregation
 fi
 for c in "${clusters[@]}"; do
   wants_kcm "$c" || [ "$real_nodes" = 1 ] || continue

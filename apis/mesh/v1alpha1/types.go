@@ -261,6 +261,25 @@ type ClusterStatus struct {
 	// cannot be written into it.
 	// +optional
 	Message string `json:"message,omitempty"`
+	// Handshakes says how many of the Peers written into this member its
+	// segment leaders have completed a WireGuard handshake with, as Kilo
+	// records them (kilo.squat.ai/discovered-endpoints). Kilo records only
+	// Peers with a keepalive, so a Peer without one is never counted; a
+	// handshake recorded once stays recorded, so this is evidence that the
+	// tunnel worked, not that it works now. Absent while the member's
+	// leaders record no handshake at all.
+	// +optional
+	Handshakes *Handshakes `json:"handshakes,omitempty"`
+}
+
+// Handshakes counts the Peers of a member that WireGuard shook hands with.
+type Handshakes struct {
+	// Seen is how many Peers written into the member its leaders recorded
+	// a handshake with.
+	Seen int `json:"seen"`
+	// Peers is how many Peers with a keepalive are written into the
+	// member: those Kilo would record.
+	Peers int `json:"peers"`
 }
 
 // A ClusterMeshStatus reports what the mesh produced.

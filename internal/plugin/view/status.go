@@ -65,6 +65,9 @@ type Member struct {
 	Conflicts    int            `json:"conflicts"`
 	LastObserved *time.Time     `json:"lastObserved,omitempty"`
 	Message      string         `json:"message,omitempty"`
+	// Handshakes are the Peers written into the member that its leaders
+	// recorded a WireGuard handshake with; nil while they record none.
+	Handshakes *meshv1alpha1.Handshakes `json:"handshakes,omitempty"`
 }
 
 // MeshStatus reports a mesh from a snapshot.
@@ -132,6 +135,7 @@ func member(m *snapshot.Mesh, name string, cs *meshv1alpha1.ClusterStatus, p *Pl
 		out.MoreSkipped = cs.MoreSkipped
 		out.Conflicts = len(cs.Conflicts) + cs.MoreConflicts
 		out.Message = cs.Message
+		out.Handshakes = cs.Handshakes
 		if cs.LastObserved != nil {
 			t := cs.LastObserved.UTC()
 			out.LastObserved = &t

@@ -60,8 +60,11 @@ func writeStatus(w *errWriter, now time.Time, st Status) {
 	}
 	w.err = firstErr(w.err, tw2.err, tw.Flush())
 
-	var skipped, messages []string
+	var skipped, messages, handshakes []string
 	for _, m := range st.Members {
+		if h := m.Handshakes; h != nil {
+			handshakes = append(handshakes, fmt.Sprintf("  %s: %d of %d Peers with a keepalive", m.Name, h.Seen, h.Peers))
+		}
 		if m.SkippedNodes > 0 {
 			var parts []string
 			for _, r := range m.SkippedReasons() {
@@ -79,6 +82,7 @@ func writeStatus(w *errWriter, now time.Time, st Status) {
 	}
 	section(w, "Skipped nodes by reason:", skipped)
 	section(w, "Member messages:", messages)
+	section(w, "Handshakes its leaders recorded (kilo.squat.ai/discovered-endpoints: evidence a tunnel worked, not that it works now):", handshakes)
 	waits := make([]string, 0, len(st.Waiting))
 	for _, wt := range st.Waiting {
 		waits = append(waits, "  - "+wt)

@@ -43,6 +43,7 @@ import (
 
 	"github.com/kilomesh/kilomesh/provider/internal/clients"
 	pcontroller "github.com/kilomesh/kilomesh/provider/internal/controller"
+	kmetrics "github.com/kilomesh/kilomesh/provider/internal/metrics"
 )
 
 // CLI of provider-kilomesh.
@@ -124,6 +125,7 @@ func (c *CLI) Run() error {
 	if err != nil {
 		return errors.Wrap(err, errSetup)
 	}
+	metrics.Registry.MustRegister(kmetrics.NewCollector(mgr.GetCache()))
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		return errors.Wrap(err, errProbe)
 	}

@@ -13,9 +13,12 @@ import (
 	"syscall"
 	"time"
 
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
 	"github.com/kilomesh/kilomesh/test/dataplane"
 	"github.com/kilomesh/kilomesh/test/stack"
 	"github.com/kilomesh/kilomesh/test/stack/fixture"
+	"github.com/kilomesh/kilomesh/test/stack/meshpods"
 )
 
 // dataplaneDir is the harness's folder in a stack's run folder.
@@ -37,8 +40,6 @@ func (c *AgentCmd) Run(cli *CLI) error {
 	if len(clusters) == 0 {
 		clusters = env.Clusters()
 	}
-	// The harness may hold the private keys of the fixture's nodes.
-	_, _ = fixture.Mesh(), fixture.Extra()
 	cfg := dataplane.Config{
 		Dir:         dataplaneDir(env),
 		WireguardGo: filepath.Join(env.Vars["STACK_BIN"], "wireguard-go"),
@@ -46,18 +47,10 @@ func (c *AgentCmd) Run(cli *CLI) error {
 		Keys:        fixture.PrivateKey,
 		Log:         log.New(os.Stderr, "", log.LstdFlags).Printf,
 	}
-	for _, cl := range clusters {
-		rc, err := env.RESTConfig(cl)
-		if err != nil {
-			return err
-		}
-		m := dataplane.Member{Name: cl, Config: rc}
-		// A member without Kilo's Peer has no Kilo to stand in for; it
-		// gets heartbeats only.
-		if !c.HeartbeatOnly && env.Var(cl, "PEER_CRD") == "true" {
-			m.Subnet = fixture.WireguardCIDR(cl)
-		}
-		cfg.Members = append(cfg.Members, m)
+	// A member without Kilo's Peer has no Kilo to stand in for; it gets
+	// heartbeats only. A real node's agent runs in the node's namespace.
+	if cfg.Members, err = stack.DataplaneMembers(env, clusters, !c.HeartbeatOnly); err != nil {
+		return err
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
@@ -130,6 +123,62 @@ func (c *MatrixCmd) Run(cli *CLI) error {
 	}
 	if len(m.Failed()) > 0 {
 		return errUnreached
+	}
+	return nil
+}
+
+// PodsCmd runs the real pods' check (test/stack/meshpods).
+type PodsCmd struct {
+	Clusters   []string      `arg:"" optional:"" help:"Members to check (default: every cluster of the stack with a real node)."`
+	DeployOnly bool          `help:"Only write the pods and Services and wait until the pods are ready; ask nothing."`
+	Timeout    time.Duration `default:"3m" help:"How long to wait for the pods."`
+}
+
+// errPodsUnreached says that some real pods do not reach another member.
+var errPodsUnreached = errors.New("some real pods do not reach another member")
+
+// Run deploys the check's pods and, unless told not to, asks every pair.
+func (c *PodsCmd) Run(cli *CLI) error {
+	env, err := stack.Load(cli.StackDir)
+	if err != nil {
+		return err
+	}
+	clusters := c.Clusters
+	if len(clusters) == 0 {
+		for _, cl := range env.Clusters() {
+			if _, ok := env.RealNode(cl); ok {
+				clusters = append(clusters, cl)
+			}
+		}
+	}
+	if len(clusters) < 2 {
+		return errors.New("the check needs two clusters with a real node (STACK_REAL_NODES=1)")
+	}
+	clients := map[string]client.Client{}
+	for _, cl := range clusters {
+		if clients[cl], err = env.Client(cl); err != nil {
+			return err
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), c.Timeout)
+	defer cancel()
+	start := time.Now()
+	pods, err := meshpods.Deploy(ctx, clients)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stderr, ">> real pods ready in namespace %s of %s after %.1fs\n", meshpods.Namespace, strings.Join(clusters, ", "), time.Since(start).Seconds())
+	if c.DeployOnly {
+		return nil
+	}
+	start = time.Now()
+	m := pods.Run(context.Background(), pods.Pairs(), meshpods.DefaultProbing)
+	fmt.Printf("\nReal pods reaching the other members across the mesh (an HTTP GET from each member's probe pod, %.1fs):\n"+
+		"  pod: the other member's hello pod at its pod IP; svc: the Service hello-<member> of the client's member,\n"+
+		"  without a selector, whose Endpoints name the other member's hello ClusterIP (Kilo's multi-cluster Services)\n", time.Since(start).Seconds())
+	m.Write(os.Stdout)
+	if len(m.Failed()) > 0 {
+		return errPodsUnreached
 	}
 	return nil
 }

@@ -30,11 +30,12 @@ import (
 type CLI struct {
 	StackDir string `default:".run/stack" env:"STACK_DIR" help:"Run folder of the stack."`
 
-	Seed   SeedCmd   `cmd:"" help:"Create the fixture Nodes (test/stack/fixture) in the member clusters."`
+	Seed   SeedCmd   `cmd:"" help:"Create the fixture Nodes (test/stack/fixture) in the member clusters, and write Kilo's annotations on their real nodes."`
 	Wait   WaitCmd   `cmd:"" help:"Wait until every member holds exactly the Peers the planner computes from its Nodes, and the ClusterMesh is Ready."`
 	Show   ShowCmd   `cmd:"" help:"Print the Peers of every member and the ClusterMesh's status."`
 	Agent  AgentCmd  `cmd:"" help:"Stand in for Kilo's agent on every Node of the members until stopped: a data plane of real WireGuard tunnels (test/dataplane) and Kilo's heartbeat."`
 	Matrix MatrixCmd `cmd:"" help:"Probe, through the running agent's data plane, which members' pods reach which."`
+	Pods   PodsCmd   `cmd:"" help:"Run pods on the members' real nodes and check that each reaches a pod and a Service of every other member across the mesh (test/stack/meshpods)."`
 }
 
 // SeedCmd seeds Nodes.
@@ -79,7 +80,16 @@ func (c *SeedCmd) Run(cli *CLI) error {
 				return fmt.Errorf("%s: %w", cl, err)
 			}
 		}
-		fmt.Fprintf(os.Stderr, ">> %s: %d nodes\n", cl, len(nodes))
+		seeded, err := stack.SeedRealNode(ctx, env, cl, kc)
+		if err != nil {
+			return fmt.Errorf("%s: %w", cl, err)
+		}
+		if seeded {
+			n, _ := env.RealNode(cl)
+			fmt.Fprintf(os.Stderr, ">> %s: %d nodes, and Kilo's annotations on the real node %s\n", cl, len(nodes), n.Name)
+		} else {
+			fmt.Fprintf(os.Stderr, ">> %s: %d nodes\n", cl, len(nodes))
+		}
 	}
 	return nil
 }

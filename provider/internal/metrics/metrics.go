@@ -1,0 +1,169 @@
+/*
+Copyright 2026 The kilomesh Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+// Package metrics exports what provider-kilomesh knows of every mesh's
+// members as Prometheus metrics: for each NodeInventory whether its member
+// answers, how many nodes it observes and since when, and for each PeerSet
+// how many Peers it should hold in its member, how many it holds, and what
+// is in their way. The values are read from the provider's cache at each
+// scrape, so a deleted resource leaves no series behind, and a scrape costs
+// no request to any API server.
+//
+// Every series is labelled with the resource's namespace and name, the mesh
+// that composed it and the member it is about: a mesh of M members has M
+// inventories and M PeerSets, so the series count is a small constant times
+// the number of members of all meshes (the formulas are in
+// docs/observability.md). No series names a node.
+package metrics
+
+import (
+	"context"
+	"strings"
+
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	xpv2 "github.com/crossplane/crossplane/apis/v2/core/v2"
+
+	"github.com/kilomesh/kilomesh/apis/kube/v1alpha1"
+	meshv1alpha1 "github.com/kilomesh/kilomesh/apis/mesh/v1alpha1"
+)
+
+// The composition resource names the function gives what it composes:
+// inventory-<member> and peerset-<member>.
+const (
+	annotationResourceName = "crossplane.io/composition-resource-name"
+	prefixInventory        = "inventory-"
+	prefixPeerSet          = "peerset-"
+)
+
+var labels = []string{"namespace", "name", "mesh", "member"}
+
+var (
+	descReachable = prometheus.NewDesc("kilomesh_inventory_reachable",
+		"1 while the member of a NodeInventory answers (Synced=True), else 0.", labels, nil)
+	descCredentials = prometheus.NewDesc("kilomesh_inventory_credentials_accepted",
+		"1 while provider-kilomesh accepts the credentials of a NodeInventory's member, else 0: a mesh hands nothing to any provider for a member whose credentials are refused.", labels, nil)
+	descNodes = prometheus.NewDesc("kilomesh_inventory_nodes",
+		"The nodes a NodeInventory observes in its member.", labels, nil)
+	descObserved = prometheus.NewDesc("kilomesh_inventory_last_observed_timestamp_seconds",
+		"When a NodeInventory last observed its member, in Unix seconds (kept while the member cannot be reached).", labels, nil)
+	descIncomplete = prometheus.NewDesc("kilomesh_inventory_incomplete",
+		"1 while a bound of the provider cut what a NodeInventory publishes of its member, by what was cut: nodes, or foreign_peers (then no new route is written into the member).",
+		append(append([]string(nil), labels...), "bound"), nil)
+	descDesired = prometheus.NewDesc("kilomesh_peerset_peers_desired",
+		"The Peers a PeerSet should hold in its member.", labels, nil)
+	descApplied = prometheus.NewDesc("kilomesh_peerset_peers_applied",
+		"The Peers a PeerSet holds in its member as desired.", labels, nil)
+	descProblems = prometheus.NewDesc("kilomesh_peerset_problems",
+		"Desired Peers of a PeerSet not applied as desired, by reason (PeerNameConflict, PeerKeyConflict, PeerRouteConflict, PeerInvalid), counted among those its status lists (the first 100).",
+		append(append([]string(nil), labels...), "reason"), nil)
+	descSynced = prometheus.NewDesc("kilomesh_peerset_synced",
+		"1 while a PeerSet can write into its member (Synced=True), else 0.", labels, nil)
+)
+
+// problemReasons are the reasons kilomesh_peerset_problems reports, each
+// always present, so that an alert sees a drop to 0.
+var problemReasons = []string{
+	v1alpha1.ReasonPeerNameConflict, v1alpha1.ReasonPeerKeyConflict,
+	v1alpha1.ReasonPeerRouteConflict, v1alpha1.ReasonPeerInvalid,
+}
+
+// A Collector reads NodeInventories and PeerSets at each scrape.
+type Collector struct {
+	reader client.Reader
+}
+
+// NewCollector returns a collector that reads through r, the provider's
+// cache.
+func NewCollector(r client.Reader) *Collector { return &Collector{reader: r} }
+
+// Describe sends the descriptions of every metric.
+func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descReachable, descCredentials, descNodes, descObserved, descIncomplete, descDesired, descApplied, descProblems, descSynced} {
+		ch <- d
+	}
+}
+
+// Collect sends the current value of every series. A list that fails (the
+// cache is not synced yet) sends nothing for its kind.
+func (c *Collector) Collect(ch chan<- prometheus.Metric) {
+	ctx := context.Background()
+	inventories := &v1alpha1.NodeInventoryList{}
+	if err := c.reader.List(ctx, inventories); err == nil {
+		for i := range inventories.Items {
+			collectInventory(ch, &inventories.Items[i])
+		}
+	}
+	sets := &v1alpha1.PeerSetList{}
+	if err := c.reader.List(ctx, sets); err == nil {
+		for i := range sets.Items {
+			collectPeerSet(ch, &sets.Items[i])
+		}
+	}
+}
+
+func collectInventory(ch chan<- prometheus.Metric, ni *v1alpha1.NodeInventory) {
+	l := []string{ni.GetNamespace(), ni.GetName(), ni.GetAnnotations()[meshv1alpha1.AnnotationMeshName], member(ni.GetAnnotations(), prefixInventory)}
+	at := &ni.Status.AtProvider
+	gauge(ch, descReachable, boolean(ni.GetCondition(xpv2.TypeSynced).Status == corev1.ConditionTrue), l...)
+	gauge(ch, descCredentials, boolean(ni.GetCondition(v1alpha1.TypeCredentialsAccepted).Status != corev1.ConditionFalse), l...)
+	gauge(ch, descNodes, float64(at.NodeCount), l...)
+	if at.ObservedAt != nil {
+		gauge(ch, descObserved, float64(at.ObservedAt.Unix()), l...)
+	}
+	gauge(ch, descIncomplete, boolean(at.NodesIncomplete != ""), plus(l, "nodes")...)
+	gauge(ch, descIncomplete, boolean(at.ForeignPeersIncomplete != ""), plus(l, "foreign_peers")...)
+}
+
+func collectPeerSet(ch chan<- prometheus.Metric, ps *v1alpha1.PeerSet) {
+	l := []string{ps.GetNamespace(), ps.GetName(), ps.Spec.ForProvider.Selector[meshv1alpha1.LabelMesh], member(ps.GetAnnotations(), prefixPeerSet)}
+	at := &ps.Status.AtProvider
+	gauge(ch, descDesired, float64(at.Desired), l...)
+	gauge(ch, descApplied, float64(at.Applied), l...)
+	gauge(ch, descSynced, boolean(ps.GetCondition(xpv2.TypeSynced).Status == corev1.ConditionTrue), l...)
+	counts := map[string]int{}
+	for _, p := range at.Problems {
+		counts[p.Reason]++
+	}
+	for _, r := range problemReasons {
+		gauge(ch, descProblems, float64(counts[r]), plus(l, r)...)
+	}
+}
+
+// member reads the member a composed resource is about from its composition
+// resource name; a resource made by hand has none.
+func member(annotations map[string]string, prefix string) string {
+	return strings.TrimPrefix(annotations[annotationResourceName], prefix)
+}
+
+// plus is labels and one more value, in a slice of their own.
+func plus(labels []string, v string) []string {
+	out := make([]string, 0, len(labels)+1)
+	return append(append(out, labels...), v)
+}
+
+func gauge(ch chan<- prometheus.Metric, d *prometheus.Desc, v float64, labels ...string) {
+	ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+}
+
+func boolean(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}

@@ -148,6 +148,14 @@ const MaxPeersBytes = 700_000
 // and the writes of one reconcile.
 const MaxResolvedPeers = 20_000
 
+// MaxReferencedPeers is the most Peers the SegmentSets one PeerSet
+// references may hold together, each counted whole: those a reference
+// omits, those the set replaces and those two SegmentSets both hold
+// included. It bounds what one reconcile reads, whatever the set keeps in
+// the end: a set that omits nearly everything it references still reads it
+// all.
+const MaxReferencedPeers = 2 * MaxResolvedPeers
+
 // Reasons a desired Peer of a PeerSet is not applied.
 const (
 	// ReasonPeerNameConflict: a Peer of the same name that the set does not

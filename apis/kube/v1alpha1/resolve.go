@@ -1,11 +1,26 @@
 package v1alpha1
 
 import (
+	"errors"
 	"reflect"
 	"sort"
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
 )
+
+// +kubebuilder:object:generate=false
+
+// A SegmentSetRefusedError is the error a SegmentGetter returns for a
+// SegmentSet that exists but that the PeerSet may not keep; ResolvePeers
+// reports it as the reference's Forbidden error.
+type SegmentSetRefusedError struct {
+	// Detail says why, without naming anything of the SegmentSet's
+	// content.
+	Detail string
+}
+
+// Error returns the detail.
+func (r *SegmentSetRefusedError) Error() string { return r.Detail }
 
 // +kubebuilder:object:generate=false
 
@@ -21,6 +36,9 @@ type SegmentGetter func(name string) (*SegmentSet, error)
 // that does not exist, two forms of one Peer, or more than
 // MaxResolvedPeers Peers is an error naming the field, and nothing is
 // resolved: a PeerSet that cannot tell what it keeps must change nothing.
+// So is a SegmentSet the getter refuses (SegmentSetRefusedError), and
+// referenced SegmentSets that hold more than MaxReferencedPeers Peers
+// together, counted before anything is omitted or replaced.
 func ResolvePeers(params *PeerSetParameters, segment SegmentGetter) ([]DesiredPeer, error) {
 	if len(params.SegmentSetRefs) == 0 {
 		out := append([]DesiredPeer(nil), params.Peers...)
@@ -34,13 +52,22 @@ func ResolvePeers(params *PeerSetParameters, segment SegmentGetter) ([]DesiredPe
 	}
 	byName := map[string]DesiredPeer{}
 	from := map[string]string{}
+	read := 0
 	for i, ref := range params.SegmentSetRefs {
 		s, err := segment(ref.Name)
-		if err != nil {
+		var refused *SegmentSetRefusedError
+		switch {
+		case errors.As(err, &refused):
+			return nil, field.Forbidden(refs.Index(i).Child("name"), refused.Detail)
+		case err != nil:
 			return nil, field.InternalError(refs.Index(i).Child("name"), err)
-		}
-		if s == nil {
+		case s == nil:
 			return nil, field.NotFound(refs.Index(i).Child("name"), ref.Name)
+		}
+		// Counted before any is looked at: what a reference omits is read
+		// all the same.
+		if read += len(s.Spec.Peers); read > MaxReferencedPeers {
+			return nil, field.TooMany(refs.Index(i).Child("name"), read, MaxReferencedPeers)
 		}
 		omit := make(map[string]bool, len(ref.Omit))
 		for _, n := range ref.Omit {

@@ -29,6 +29,9 @@ func TestResolvePeers(t *testing.T) {
 		if name == "broken" {
 			return nil, errors.New("cache not synced")
 		}
+		if name == "foreign" {
+			return nil, &SegmentSetRefusedError{Detail: "controlled by ClusterMesh other"}
+		}
 		return segments[name], nil
 	}
 	cases := map[string]struct {
@@ -67,6 +70,11 @@ func TestResolvePeers(t *testing.T) {
 			params:  PeerSetParameters{Peers: []DesiredPeer{peer("z", "kz")}, SegmentSetRefs: []SegmentSetReference{{Name: "a-0"}, {Name: "gone"}}},
 			wantErr: `spec.forProvider.segmentSetRefs[1].name: Not found: "gone"`,
 		},
+		"Refused": {
+			reason:  "A SegmentSet the getter refuses resolves nothing, and names the reference.",
+			params:  PeerSetParameters{SegmentSetRefs: []SegmentSetReference{{Name: "a-0"}, {Name: "foreign"}}},
+			wantErr: "spec.forProvider.segmentSetRefs[1].name: Forbidden: controlled by ClusterMesh other",
+		},
 		"CannotRead": {
 			reason:  "A SegmentSet that cannot be read resolves nothing.",
 			params:  PeerSetParameters{SegmentSetRefs: []SegmentSetReference{{Name: "broken"}}},
@@ -104,5 +112,30 @@ func TestResolvePeersBound(t *testing.T) {
 	_, err := ResolvePeers(&PeerSetParameters{SegmentSetRefs: []SegmentSetReference{{Name: "big"}}}, func(string) (*SegmentSet, error) { return big, nil })
 	if err == nil || !strings.Contains(err.Error(), "spec.forProvider.segmentSetRefs: Too many") {
 		t.Errorf("A PeerSet that would keep more than MaxResolvedPeers Peers must resolve nothing; got %v", err)
+	}
+}
+
+// TestResolvePeersReadBound pins the bound on what one reconcile reads: a
+// set that omits every Peer of the SegmentSets it references keeps nothing,
+// but reads them all, and must stop once they hold more than
+// MaxReferencedPeers.
+func TestResolvePeersReadBound(t *testing.T) {
+	segments := map[string]*SegmentSet{}
+	refs := []SegmentSetReference{}
+	for k := range MaxReferencedPeers/MaxSegmentSetPeers + 1 {
+		name := "s-" + strconv.Itoa(k)
+		s := &SegmentSet{}
+		omit := make([]string, 0, MaxSegmentSetPeers)
+		for i := range MaxSegmentSetPeers {
+			p := name + "-" + strconv.Itoa(i)
+			s.Spec.Peers = append(s.Spec.Peers, DesiredPeer{Name: p})
+			omit = append(omit, p)
+		}
+		segments[name] = s
+		refs = append(refs, SegmentSetReference{Name: name, Omit: omit})
+	}
+	_, err := ResolvePeers(&PeerSetParameters{SegmentSetRefs: refs}, func(n string) (*SegmentSet, error) { return segments[n], nil })
+	if err == nil || !strings.Contains(err.Error(), "Too many") {
+		t.Errorf("References whose SegmentSets hold more than MaxReferencedPeers Peers must resolve nothing, even when every Peer is omitted; got %v", err)
 	}
 }

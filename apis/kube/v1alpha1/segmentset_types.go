@@ -10,9 +10,16 @@ type SegmentSetSpec struct {
 	// keep them.
 	// +listType=map
 	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=4000
 	// +optional
 	Peers []DesiredPeer `json:"peers,omitempty"`
 }
+
+// MaxSegmentSetPeers is the most Peers one SegmentSet holds, as its schema
+// says (spec.peers maxItems). function-kilomesh spreads a source's Peers
+// over as many SegmentSets as keep each under it, and under
+// MaxPeersBytes.
+const MaxSegmentSetPeers = 4000
 
 // A SegmentSet holds Kilo Peers that several PeerSets of its namespace keep:
 // the Peers of one source cluster of a mesh, written once instead of once

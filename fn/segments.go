@@ -48,7 +48,8 @@ const AnnotationShareAbove = "kilomesh.io/share-segments-above"
 // maxSegmentChunk is the most bytes of Peers one SegmentSet is meant to
 // take; the Peers of a source are spread over as many SegmentSets as that
 // needs, by a hash of their names, so that a node added or removed changes
-// one of them. It stays well under kubev1alpha1.MaxPeersBytes.
+// one of them. It stays well under kubev1alpha1.MaxPeersBytes, and no
+// SegmentSet holds more than kubev1alpha1.MaxSegmentSetPeers.
 const maxSegmentChunk = 300_000
 
 // maxChunks bounds the SegmentSets of one source cluster.
@@ -215,7 +216,7 @@ func chunk(x *xrMesh, src string, ps []*kilov1alpha1.Peer) ([]*segmentChunk, err
 	for _, p := range ps {
 		total += peerBytes(p)
 	}
-	n := max(1, (total+maxSegmentChunk-1)/maxSegmentChunk)
+	n := max(1, (total+maxSegmentChunk-1)/maxSegmentChunk, (len(ps)+kubev1alpha1.MaxSegmentSetPeers-1)/kubev1alpha1.MaxSegmentSetPeers)
 	for ; n <= maxChunks; n++ {
 		chunks := make([]*segmentChunk, n)
 		sizes := make([]int, n)
@@ -236,7 +237,7 @@ func chunk(x *xrMesh, src string, ps []*kilov1alpha1.Peer) ([]*segmentChunk, err
 			}
 			chunks[k].peers = append(chunks[k].peers, p)
 			sizes[k] += peerBytes(p)
-			if sizes[k] > kubev1alpha1.MaxPeersBytes*9/10 {
+			if sizes[k] > kubev1alpha1.MaxPeersBytes*9/10 || len(chunks[k].peers) > kubev1alpha1.MaxSegmentSetPeers {
 				fits = false
 			}
 		}

@@ -7,18 +7,21 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"google.golang.org/protobuf/types/known/structpb"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
 	"github.com/crossplane/function-sdk-go/logging"
 	fnv1 "github.com/crossplane/function-sdk-go/proto/v1"
 	"github.com/crossplane/function-sdk-go/resource"
 
+	kilov1alpha1 "github.com/kilomesh/kilomesh/apis/kilo/v1alpha1"
 	kubev1alpha1 "github.com/kilomesh/kilomesh/apis/kube/v1alpha1"
 )
 
@@ -373,5 +376,31 @@ func TestSegmentSetsKeptWhileReferenced(t *testing.T) {
 	deliver(s.observed, rsp)
 	if _, ok := s.run(t, f, xr).GetDesired().GetResources()["segments-cluster-d-0"]; ok {
 		t.Errorf("%s\nthe SegmentSet of cluster-d is kept although no PeerSet references it", reason)
+	}
+}
+
+// TestChunkCount pins the count bound of a SegmentSet: small Peers that
+// would fit one SegmentSet by bytes are spread over as many as keep each
+// within the schema's maxItems (kubev1alpha1.MaxSegmentSetPeers), since the
+// API server would refuse a larger one.
+func TestChunkCount(t *testing.T) {
+	x := &xrMesh{Namespace: "ns", Name: "mesh"}
+	ps := make([]*kilov1alpha1.Peer, 0, kubev1alpha1.MaxSegmentSetPeers+1)
+	for i := range kubev1alpha1.MaxSegmentSetPeers + 1 {
+		ps = append(ps, &kilov1alpha1.Peer{ObjectMeta: metav1.ObjectMeta{Name: "p" + strconv.Itoa(i)}})
+	}
+	chunks, err := chunk(x, "a", ps)
+	if err != nil {
+		t.Fatalf("chunk(...): %v", err)
+	}
+	total := 0
+	for _, c := range chunks {
+		total += len(c.peers)
+		if len(c.peers) > kubev1alpha1.MaxSegmentSetPeers {
+			t.Errorf("chunk(...): SegmentSet %s holds %d Peers, more than the %d its schema allows", c.name, len(c.peers), kubev1alpha1.MaxSegmentSetPeers)
+		}
+	}
+	if total != len(ps) {
+		t.Errorf("chunk(...): the SegmentSets hold %d Peers, want %d", total, len(ps))
 	}
 }

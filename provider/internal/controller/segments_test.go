@@ -20,12 +20,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	xpv2 "github.com/crossplane/crossplane/apis/v2/core/v2"
@@ -196,5 +198,121 @@ func update(ctx context.Context, t *testing.T, ns, name string, fn func(*v1alpha
 		}
 		fn(ps)
 		return cp.kube.Update(ctx, ps)
+	})
+}
+
+// controlledBy makes owner the controller of o, as Crossplane makes a
+// mesh's composite resource the controller of every resource it composes.
+func controlledBy(o metav1.Object, owner *corev1.ConfigMap) {
+	o.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: "v1", Kind: "ConfigMap", Name: owner.Name, UID: owner.UID, Controller: ptr.To(true)}})
+}
+
+// TestSegmentSetsOfAnotherMesh runs, in one namespace, a mesh's PeerSet
+// that names a SegmentSet another mesh composed, and one written by hand:
+// each is refused, and nothing of it reaches the member. A SegmentSet of
+// the PeerSet's own mesh is kept.
+func TestSegmentSetsOfAnotherMesh(t *testing.T) {
+	needAPIServers(t)
+	ctx := t.Context()
+	m := testenv.StartMember(t, testenv.MemberOptions{})
+	ns := namespace(ctx, t)
+	providerConfig(ctx, t, ns, "member", m.Kubeconfig)
+	// ConfigMaps stand for the meshes' composite resources: the provider
+	// compares controllers by UID, whatever their kind.
+	meshes := map[string]*corev1.ConfigMap{}
+	for _, n := range []string{"mesh-a", "mesh-b"} {
+		meshes[n] = &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: n}}
+		if err := cp.kube.Create(ctx, meshes[n]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	own := &v1alpha1.SegmentSet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "a-segments"}, Spec: v1alpha1.SegmentSetSpec{Peers: []v1alpha1.DesiredPeer{desired("peer-a", keyA, "10.2.1.0/24")}}}
+	controlledBy(own, meshes["mesh-a"])
+	other := &v1alpha1.SegmentSet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "b-segments"}, Spec: v1alpha1.SegmentSetSpec{Peers: []v1alpha1.DesiredPeer{desired("peer-b", keyB, "10.2.2.0/24")}}}
+	controlledBy(other, meshes["mesh-b"])
+	hand := &v1alpha1.SegmentSet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "hand-made"}, Spec: v1alpha1.SegmentSetSpec{Peers: []v1alpha1.DesiredPeer{desired("peer-c", keyC, "10.2.3.0/24")}}}
+	for _, s := range []*v1alpha1.SegmentSet{own, other, hand} {
+		if err := cp.kube.Create(ctx, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ps := &v1alpha1.PeerSet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "mesh-a-member"}}
+	controlledBy(ps, meshes["mesh-a"])
+	ps.Spec.ProviderConfigReference = ref(clients.KindProviderConfig, "member")
+	ps.Spec.ForProvider = v1alpha1.PeerSetParameters{Selector: meshLabels, SegmentSetRefs: []v1alpha1.SegmentSetReference{{Name: "a-segments"}}}
+	if err := cp.kube.Create(ctx, ps); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the SegmentSet of the set's own mesh is kept", hasPeers(ctx, t, m.Admin, map[string]v1alpha1.DesiredPeer{"peer-a": own.Spec.Peers[0]}))
+	eventually(t, "the set is reconciled", reconciled(ctx, ns, "mesh-a-member"))
+
+	cases := []struct {
+		name, reason, ref, want string
+	}{
+		{"AnotherMesh", "A SegmentSet another mesh of the namespace composed is not the PeerSet's to keep.", "b-segments", `spec.forProvider.segmentSetRefs[1].name: Forbidden: the SegmentSet has ConfigMap mesh-b, the PeerSet ConfigMap mesh-a`},
+		{"HandMade", "A SegmentSet written by hand is not a mesh's PeerSet's to keep.", "hand-made", `spec.forProvider.segmentSetRefs[1].name: Forbidden: the SegmentSet has no controller, the PeerSet ConfigMap mesh-a`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			before := versions(ctx, t, m.Admin)
+			update(ctx, t, ns, "mesh-a-member", func(p *v1alpha1.PeerSet) {
+				p.Spec.ForProvider.SegmentSetRefs = []v1alpha1.SegmentSetReference{{Name: "a-segments"}, {Name: tc.ref}}
+			})
+			eventually(t, "the reference is refused", synced(peerSetOf(ctx, ns, "mesh-a-member"), corev1.ConditionFalse, tc.want))
+			if d := cmp.Diff(before, versions(ctx, t, m.Admin)); d != "" {
+				t.Errorf("%s A PeerSet that references it must write and delete nothing.\n-before +after:\n%s", tc.reason, d)
+			}
+		})
+	}
+}
+
+// TestSegmentSetBounds runs what no SegmentSet may make a PeerSet hold or
+// read: a SegmentSet of more Peers than its schema allows is refused by the
+// API server, and references whose SegmentSets hold more than
+// MaxReferencedPeers Peers together stop the set, even when it omits them
+// all and would keep none.
+func TestSegmentSetBounds(t *testing.T) {
+	needAPIServers(t)
+	ctx := t.Context()
+	ns := namespace(ctx, t)
+	m := testenv.StartMember(t, testenv.MemberOptions{})
+	providerConfig(ctx, t, ns, "member", m.Kubeconfig)
+	many := func(name string, n int) *v1alpha1.SegmentSet {
+		s := &v1alpha1.SegmentSet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+		for i := range n {
+			s.Spec.Peers = append(s.Spec.Peers, v1alpha1.DesiredPeer{Name: fmt.Sprintf("%s-%d", name, i)})
+		}
+		return s
+	}
+
+	t.Run("OversizeSegmentSet", func(t *testing.T) {
+		err := cp.kube.Create(ctx, many("oversize", v1alpha1.MaxSegmentSetPeers+1))
+		if err == nil || !strings.Contains(err.Error(), "spec.peers: Too many") {
+			t.Errorf("A SegmentSet of %d Peers must be refused by the API server (spec.peers maxItems %d); got %v", v1alpha1.MaxSegmentSetPeers+1, v1alpha1.MaxSegmentSetPeers, err)
+		}
+	})
+
+	t.Run("ReadBudget", func(t *testing.T) {
+		ps := &v1alpha1.PeerSet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "omits-all"}}
+		ps.Spec.ProviderConfigReference = ref(clients.KindProviderConfig, "member")
+		ps.Spec.ForProvider = v1alpha1.PeerSetParameters{Selector: meshLabels, Peers: []v1alpha1.DesiredPeer{desired("peer-a", keyA, "10.2.1.0/24")}}
+		for k := range v1alpha1.MaxReferencedPeers/v1alpha1.MaxSegmentSetPeers + 1 {
+			s := many(fmt.Sprintf("s%d", k), v1alpha1.MaxSegmentSetPeers)
+			if err := cp.kube.Create(ctx, s); err != nil {
+				t.Fatal(err)
+			}
+			r := v1alpha1.SegmentSetReference{Name: s.Name}
+			for _, p := range s.Spec.Peers {
+				r.Omit = append(r.Omit, p.Name)
+			}
+			ps.Spec.ForProvider.SegmentSetRefs = append(ps.Spec.ForProvider.SegmentSetRefs, r)
+		}
+		if err := cp.kube.Create(ctx, ps); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, "the set stops at the read budget", synced(peerSetOf(ctx, ns, "omits-all"), corev1.ConditionFalse, "segmentSetRefs[10].name: Too many"))
+		if got := peers(ctx, t, m.Admin); len(got) != 0 {
+			t.Errorf("A PeerSet over the read budget must write nothing, not even its own Peers; the member holds %d Peers", len(got))
+		}
 	})
 }

@@ -76,6 +76,8 @@ const (
 	errResolve      = "cannot resolve the SegmentSets the PeerSet references: nothing is applied or deleted"
 	errIndex        = "cannot index PeerSets by the SegmentSets they reference"
 
+	errFmtForeignSegments = "the SegmentSet has %s, the PeerSet %s: a PeerSet keeps only the SegmentSets of its own mesh"
+
 	msgFmtTaken = "a Peer named %q was created in the cluster by someone else; it is not taken over"
 )
 
@@ -364,8 +366,12 @@ func checkSize(params v1alpha1.PeerSetParameters) error {
 // SegmentSets of its own namespace that it references. A reference never
 // leaves the set's namespace: a tenant's PeerSet reaches only its own
 // namespace's SegmentSets, and their Peers then meet exactly the rules of
-// its own.
+// its own. Within the namespace, a set keeps only SegmentSets composed with
+// it: those with its own controller (its mesh), or, for a set made by
+// hand, SegmentSets made by hand. Another mesh's SegmentSets, or one
+// written by hand under a name a mesh's PeerSet references, are refused.
 func (e *external) resolve(ctx context.Context, cr *v1alpha1.PeerSet) ([]v1alpha1.DesiredPeer, error) {
+	owner := metav1.GetControllerOf(cr)
 	return v1alpha1.ResolvePeers(&cr.Spec.ForProvider, func(name string) (*v1alpha1.SegmentSet, error) {
 		s := &v1alpha1.SegmentSet{}
 		err := e.segments.Get(ctx, types.NamespacedName{Namespace: cr.GetNamespace(), Name: name}, s)
@@ -375,8 +381,28 @@ func (e *external) resolve(ctx context.Context, cr *v1alpha1.PeerSet) ([]v1alpha
 		if err != nil {
 			return nil, err
 		}
+		if c := metav1.GetControllerOf(s); !sameController(owner, c) {
+			return nil, &v1alpha1.SegmentSetRefusedError{Detail: fmt.Sprintf(errFmtForeignSegments, controllerName(c), controllerName(owner))}
+		}
 		return s, nil
 	})
+}
+
+// sameController tells whether two objects have the same controller, or
+// both none.
+func sameController(a, b *metav1.OwnerReference) bool {
+	if a == nil || b == nil {
+		return a == nil && b == nil
+	}
+	return a.UID == b.UID
+}
+
+// controllerName names a controller by kind and name, for a message.
+func controllerName(c *metav1.OwnerReference) string {
+	if c == nil {
+		return "no controller"
+	}
+	return c.Kind + " " + c.Name
 }
 
 func (e *external) diff() string {

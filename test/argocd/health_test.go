@@ -283,6 +283,11 @@ func TestHealth(t *testing.T) {
 			fixture: "render-copied-key.yaml",
 			want:    want{"Progressing", "NodeNoWireguardIP"},
 		},
+		"RenderSharedSegments": {
+			reason:  "A mesh whose Peers are written once in SegmentSets is judged by its PeerSets, as any other: still being created, Progressing.",
+			fixture: "render-shared-segments.yaml",
+			want:    want{"Progressing", "Unready resources"},
+		},
 		"UndeliveredShortly": {
 			reason:  "Peers that cannot be written into a member for a short while keep the mesh Progressing, naming the member.",
 			fixture: "undelivered.yaml",

@@ -118,7 +118,7 @@ contexts:
 - name: norbac
   context: {cluster: %[1]s, user: norbac}
 current-context: norbac
-`, member, env.Var(member, "SERVER"), base64.StdEncoding.EncodeToString(ca), token)
+`, member, memberServer(member), base64.StdEncoding.EncodeToString(ca), token)
 	name := member + "-norbac"
 	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name + "-kubeconfig", Namespace: ns}, StringData: map[string]string{"kubeconfig": kubeconfig}}
 	if err := mgmt.Create(ctx, s); err != nil && !kerrors.IsAlreadyExists(err) {
@@ -147,6 +147,16 @@ current-context: norbac
 		t.Fatal(err)
 	}
 	return name
+}
+
+// memberServer is where the providers' pods reach a member's API server:
+// through the forwarder on the management node when the stack has real
+// nodes, else at the host's loopback.
+func memberServer(member string) string {
+	if s := env.Var(member, "POD_SERVER"); s != "" {
+		return s
+	}
+	return env.Var(member, "SERVER")
 }
 
 // problem waits for a condition of the mesh that is not True, names the

@@ -88,7 +88,7 @@ func phase(ctx context.Context) string {
 	switch {
 	case len(l.Items) == 0:
 		return phaseIdle
-	case len(l.Items) == 1 && l.Items[0].GetNamespace() == scaleRef.ns:
+	case len(l.Items) == 1 && l.Items[0].GetNamespace() == smallScale.ref.ns:
 		return phaseScale
 	}
 	return ""

@@ -382,10 +382,9 @@ func runScale(t *testing.T, s scaleSpec, roll bool) {
 	})
 }
 
-// rollingReplacement replaces nodes of the mesh (E2E_ROLL_NODES, every one
-// when it says so), one every
-// E2E_ROLL_INTERVAL (5 s), members in turn: a Node with a new name, key and
-// addresses is created, and the one it replaces deleted, as a node pool's
+// rollingReplacement replaces nodes of the mesh (E2E_ROLL_NODES of them,
+// 50 unless it says more), one every E2E_ROLL_INTERVAL (5 s), members in
+// turn: a Node with a new name, key and addresses is created, and the one it replaces deleted, as a node pool's
 // rolling update does. Each replacement is timed until every other member
 // holds the new node's Peer and no longer the old one's; the breaker's
 // events over the whole of it give the cost of one change.

@@ -6,7 +6,6 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -16,6 +15,8 @@ import (
 	"text/tabwriter"
 
 	"sigs.k8s.io/yaml"
+
+	"github.com/kilomesh/kilomesh/test/internal/yamldocs"
 )
 
 func main() {
@@ -42,11 +43,12 @@ func readDocs(r io.Reader) ([]doc, error) {
 	if err != nil {
 		return nil, err
 	}
+	parts, err := yamldocs.Split(raw)
+	if err != nil {
+		return nil, fmt.Errorf("cannot split the rendered documents: %w", err)
+	}
 	var out []doc
-	for _, part := range bytes.Split(raw, []byte("\n---")) {
-		if len(bytes.TrimSpace(part)) == 0 || bytes.Equal(bytes.TrimSpace(part), []byte("---")) {
-			continue
-		}
+	for _, part := range parts {
 		d := doc{}
 		if err := yaml.Unmarshal(part, &d); err != nil {
 			return nil, fmt.Errorf("cannot parse a rendered document: %w", err)

@@ -597,17 +597,16 @@ var releaseOnly []string
 // plans it, and returns the Peers each member holds beyond them.
 func waitReleaseConverged(ctx context.Context, t *testing.T, ref meshRef) map[string][]string {
 	t.Helper()
-	deadline := time.Now().Add(convergeTimeout)
-	for {
-		extra, why := releaseDiff(ctx, ref)
-		if why == "" {
-			return extra
+	var extra map[string][]string
+	eventually(ctx, t, fmt.Sprintf("%s to hold this tree's plan with the node networks declared", ref), convergeTimeout, time.Second, func() (bool, error) {
+		var why string
+		extra, why = releaseDiff(ctx, ref)
+		if why != "" {
+			return false, errors.New(why)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s does not hold this tree's plan with the node networks declared within %s: %s", ref, convergeTimeout, why)
-		}
-		time.Sleep(time.Second)
-	}
+		return true, nil
+	})
+	return extra
 }
 
 func releaseDiff(ctx context.Context, ref meshRef) (map[string][]string, string) {
@@ -1317,20 +1316,4 @@ func handMadePeer(ctx context.Context, t *testing.T) *kilov1alpha1.Peer {
 		t.Fatalf("the hand-made Peer %s in %s: %v", vpnPeer.Name, vpnMember, err)
 	}
 	return p
-}
-
-// waitFor retries check until it returns nil, for convergeTimeout.
-func waitFor(ctx context.Context, t *testing.T, what string, check func() error) {
-	t.Helper()
-	deadline := time.Now().Add(convergeTimeout)
-	for {
-		err := check()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) || ctx.Err() != nil {
-			t.Fatalf("waiting for %s: %v", what, err)
-		}
-		time.Sleep(time.Second)
-	}
 }

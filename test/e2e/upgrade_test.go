@@ -62,7 +62,7 @@ var pkgs = []pkg{
 	{"kilomesh-provider-kilomesh", "provider", true},
 }
 
-// TestUpgradeAndUninstall checks what users get from the packages: both
+// testUpgradeAndUninstall checks what users get from the packages: both
 // platforms in the registry, every package's pod under the identity
 // Crossplane gives it; then kilomesh is uninstalled and v0.1.0, as it was
 // released, installed; two meshes on it survive the upgrade to this tree
@@ -71,7 +71,7 @@ var pkgs = []pkg{
 // install paths of docs/install.md run last, on a Crossplane of another
 // namespace. It uninstalls kilomesh and moves Crossplane, so it runs last;
 // a stack reused with E2E_REUSE=1 needs a new stack afterwards.
-func TestUpgradeAndUninstall(t *testing.T) {
+func testUpgradeAndUninstall(t *testing.T) {
 	ctx := context.Background()
 	// v0.1.0 is built while the tests run on this tree.
 	released := make(chan releaseResult, 1)
@@ -1304,7 +1304,7 @@ func testUninstall(ctx context.Context, t *testing.T) {
 	report.notef("uninstall (docs/install.md): nothing of kilomesh or provider-kubernetes was left %.1fs after it began", time.Since(start).Seconds())
 }
 
-// handMadePeer reads the hand-made Peer as TestClusterMesh left it, if it
+// handMadePeer reads the hand-made Peer as the phase ClusterMesh left it, if it
 // ran.
 func handMadePeer(ctx context.Context, t *testing.T) *kilov1alpha1.Peer {
 	t.Helper()

@@ -87,16 +87,17 @@ func noRBACProviderConfig(ctx context.Context, t *testing.T, ns, member string) 
 	if err := c.Create(ctx, sec); err != nil && !kerrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for len(sec.Data["token"]) == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("the token of kilomesh-norbac was not filled in")
+	first := true
+	eventually(ctx, t, "the token of kilomesh-norbac to be filled in", 30*time.Second, 200*time.Millisecond, func() (bool, error) {
+		// The Secret as created first, then as read after every interval.
+		if !first {
+			if err := c.Get(ctx, client.ObjectKeyFromObject(sec), sec); err != nil {
+				t.Fatal(err)
+			}
 		}
-		time.Sleep(200 * time.Millisecond)
-		if err := c.Get(ctx, client.ObjectKeyFromObject(sec), sec); err != nil {
-			t.Fatal(err)
-		}
-	}
+		first = false
+		return len(sec.Data["token"]) > 0, nil
+	})
 	token := string(sec.Data["token"])
 	badTokens = append(badTokens, token)
 	ca, err := os.ReadFile(env.Var(member, "CA"))

@@ -195,16 +195,16 @@ func breakerLog(ref meshRef) []string {
 	return out
 }
 
-// TestScale runs the 5 x 50 mesh in the default delivery: it is created,
+// testScale runs the 5 x 50 mesh in the default delivery: it is created,
 // 50 nodes of one member rotate their keys at once, a member leaves and
 // comes back, then every node is replaced, one every E2E_ROLL_INTERVAL;
 // Crossplane's watch circuit breaker of the mesh must never open.
 // Durations are reported, not asserted.
-func TestScale(t *testing.T) { runScale(t, smallScale, true) }
+func testScale(t *testing.T) { runScale(t, smallScale, true) }
 
-// TestScaleLarge runs the 5 x 450 mesh (9,000 placements) through the same
+// testScaleLarge runs the 5 x 450 mesh (9,000 placements) through the same
 // steps but the replacement.
-func TestScaleLarge(t *testing.T) { runScale(t, largeScale, false) }
+func testScaleLarge(t *testing.T) { runScale(t, largeScale, false) }
 
 func runScale(t *testing.T, s scaleSpec, roll bool) {
 	t.Helper()

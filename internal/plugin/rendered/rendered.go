@@ -5,11 +5,13 @@
 package rendered
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"io"
 	"sort"
 
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
 
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
@@ -43,9 +45,16 @@ func Read(r io.Reader) ([]Doc, error) {
 		return nil, errors.New(errTooLarge)
 	}
 	var out []Doc
-	for _, part := range bytes.Split(raw, []byte("\n---")) {
-		if len(bytes.TrimSpace(part)) == 0 || bytes.Equal(bytes.TrimSpace(part), []byte("---")) {
-			continue
+	// apimachinery's reader splits at separator lines only, not at a
+	// "---" inside a block scalar or a string.
+	rd := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(raw)))
+	for {
+		part, err := rd.Read()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, errors.Wrap(err, errParse)
 		}
 		d := Doc{}
 		if err := yaml.Unmarshal(part, &d); err != nil {

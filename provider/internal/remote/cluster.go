@@ -142,7 +142,7 @@ func (c *Cluster) httpLocked() (*http.Client, *http.Client, error) {
 	if err != nil {
 		return nil, nil, errors.Wrap(err, errNewHTTP)
 	}
-	hc = &http.Client{Transport: limitBodies(hc.Transport), Timeout: hc.Timeout}
+	hc = &http.Client{Transport: answerOrFail(limitBodies(hc.Transport)), Timeout: hc.Timeout}
 	c.http = hc
 	c.timed = &http.Client{Transport: hc.Transport, Timeout: c.timeout}
 	return c.http, c.timed, nil

@@ -40,16 +40,20 @@ func schemeWithKilo() (*runtime.Scheme, error) {
 }
 
 // A Proxy forwards TCP connections from a loopback port to a target. Cut
-// makes the target unreachable (connections refused, open ones closed),
-// Restore makes it reachable again on the same port.
+// makes the target unreachable (connections refused, open ones closed);
+// Drop makes it answer nothing the way a load balancer or a forwarder does
+// in front of a server that is down (connections accepted and closed at
+// once, open ones closed); Restore makes it reachable again on the same
+// port.
 type Proxy struct {
 	ctx    context.Context
 	target string
 	addr   string
 
-	mu    sync.Mutex
-	ln    net.Listener
-	conns map[net.Conn]struct{}
+	mu       sync.Mutex
+	ln       net.Listener
+	dropping bool
+	conns    map[net.Conn]struct{}
 	wg    sync.WaitGroup
 }
 
@@ -86,6 +90,13 @@ func (p *Proxy) serve(ln net.Listener) {
 }
 
 func (p *Proxy) forward(c net.Conn) {
+	p.mu.Lock()
+	dropping := p.dropping
+	p.mu.Unlock()
+	if dropping {
+		_ = c.Close()
+		return
+	}
 	t, err := (&net.Dialer{}).DialContext(p.ctx, "tcp", p.target)
 	if err != nil {
 		_ = c.Close()
@@ -140,8 +151,27 @@ func (p *Proxy) Cut() {
 	p.wg.Wait()
 }
 
-// Restore listens on the same port again.
+// Drop keeps listening but closes every connection, open and new, without
+// a byte of the target's.
+func (p *Proxy) Drop() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.dropping = true
+	for c := range p.conns {
+		_ = c.Close()
+	}
+	p.conns = map[net.Conn]struct{}{}
+}
+
+// Restore forwards again: after Drop at once, after Cut on the same port.
 func (p *Proxy) Restore() error {
+	p.mu.Lock()
+	dropped, listening := p.dropping, p.ln != nil
+	p.dropping = false
+	p.mu.Unlock()
+	if dropped && listening {
+		return nil
+	}
 	ln, err := (&net.ListenConfig{}).Listen(p.ctx, "tcp", p.addr)
 	if err != nil {
 		return err

@@ -5,13 +5,11 @@ package e2e
 import (
 	"context"
 	"net/netip"
-	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kilov1alpha1 "github.com/kilomesh/kilomesh/apis/kilo/v1alpha1"
 	"github.com/kilomesh/kilomesh/test/dataplane"
@@ -51,8 +49,10 @@ func behindNAT(n *corev1.Node) *dataplane.NAT {
 // Peer of examples/mesh.yaml: cluster-c's persistentKeepalive is the
 // mesh's floor). Then, after longer idle than the routers keep a mapping,
 // the others still reach node-n, whose own annotation makes its WireGuard
-// send keepalives, and no longer node-m; and the mesh warns about node-m
-// (NATWithoutKeepalive), not about node-n.
+// send keepalives, and no longer node-m. (The mesh's NATWithoutKeepalive
+// warning needs kilo.squat.ai/discovered-endpoints, which the stand-in
+// agent does not publish: the render scenario roaming-and-discovered and
+// fn/mesh's tests check it.)
 func testLeadersBehindNAT(ctx context.Context, t *testing.T, mode string, ref meshRef) {
 	n := fixture.Full(natKept, "10.3.51.0/24", "192.168.3.51", "10.203.0.51/16").
 		With(kilov1alpha1.AnnotationEndpoint, "172.31.3.51:51820").
@@ -82,7 +82,6 @@ func testLeadersBehindNAT(ctx context.Context, t *testing.T, mode string, ref me
 	// nodes behind NAT start first (DefaultProbing's stagger) and open
 	// them.
 	packets(ctx, t, mode, "node-n and node-m behind NAT", nodes, nil)
-	waitNATWarning(ctx, t, ref)
 
 	// Long enough for a mapping to time out after the last packet of the
 	// probes and of WireGuard's passive keepalive (10 s after the last
@@ -111,35 +110,5 @@ func testLeadersBehindNAT(ctx context.Context, t *testing.T, mode string, ref me
 	}
 	if kept == 0 || dropped == 0 {
 		t.Errorf("want pairs into both nodes behind NAT, got %d into %s and %d into %s:\n%s", kept, natKept, dropped, natDropped, res)
-	}
-}
-
-// waitNATWarning waits for the mesh's warning about node-m, a leader
-// reached through NAT without keepalives, among the ClusterMesh's events,
-// and checks that none names node-n.
-func waitNATWarning(ctx context.Context, t *testing.T, ref meshRef) {
-	t.Helper()
-	deadline := time.Now().Add(convergeTimeout)
-	for {
-		events := &corev1.EventList{}
-		if err := mgmt.List(ctx, events, client.InNamespace(ref.ns)); err != nil {
-			t.Fatal(err)
-		}
-		var found []string
-		for _, e := range events.Items {
-			if e.InvolvedObject.Name == ref.name && e.Type == corev1.EventTypeWarning && strings.Contains(e.Message, "NATWithoutKeepalive") {
-				found = append(found, e.Message)
-			}
-		}
-		if slices.ContainsFunc(found, func(s string) bool { return strings.Contains(s, natKept+" ") }) {
-			t.Fatalf("the mesh warns about %s, which sends keepalives: %q", natKept, found)
-		}
-		if slices.ContainsFunc(found, func(s string) bool { return strings.Contains(s, natDropped+" ") }) {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no NATWithoutKeepalive warning about %s among the events of %s after %s: %q", natDropped, ref, convergeTimeout, found)
-		}
-		time.Sleep(2 * time.Second)
 	}
 }

@@ -65,7 +65,7 @@ func TestMemberBehindDeadForwarder(t *testing.T) {
 			time.Sleep(100 * time.Millisecond)
 		}
 	}
-	outcome("the member's Nodes listed", func(n []*corev1.Node, err error) bool { return err == nil && len(n) == 1 })
+	_ = outcome("the member's Nodes listed", func(n []*corev1.Node, err error) bool { return err == nil && len(n) == 1 })
 
 	m.Proxy.Drop()
 	err := outcome("the member reported unreachable behind a forwarder that answers nothing", func(_ []*corev1.Node, err error) bool {
@@ -82,5 +82,5 @@ func TestMemberBehindDeadForwarder(t *testing.T) {
 	if err := m.Proxy.Restore(); err != nil {
 		t.Fatal(err)
 	}
-	outcome("the member answering again", func(n []*corev1.Node, err error) bool { return err == nil && len(n) == 1 })
+	_ = outcome("the member answering again", func(n []*corev1.Node, err error) bool { return err == nil && len(n) == 1 })
 }

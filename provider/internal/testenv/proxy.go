@@ -54,7 +54,7 @@ type Proxy struct {
 	ln       net.Listener
 	dropping bool
 	conns    map[net.Conn]struct{}
-	wg    sync.WaitGroup
+	wg       sync.WaitGroup
 }
 
 // NewProxy listens on a random loopback port and forwards to target until

@@ -211,6 +211,7 @@ func compose(rsp *fnv1.RunFunctionResponse, x *xrMesh, o *observed, plan *mesh.P
 			return err
 		}
 	}
+	composeServices(cp, x)
 	orphanConflicting(cp, plan)
 	holdRefused(cp, x)
 	if rsp.Desired == nil {

@@ -39,6 +39,7 @@ import (
 	"github.com/kilomesh/kilomesh/provider/internal/clients"
 	"github.com/kilomesh/kilomesh/provider/internal/controller/nodeinventory"
 	"github.com/kilomesh/kilomesh/provider/internal/controller/peerset"
+	"github.com/kilomesh/kilomesh/provider/internal/controller/servicesync"
 	"github.com/kilomesh/kilomesh/provider/internal/remote"
 )
 
@@ -158,6 +159,9 @@ func setup(mgr ctrl.Manager, reg *remote.Registry, c Config) error {
 	if err := peerset.Setup(mgr, c.Options, reg, usage, res, c.WriteDeadline); err != nil {
 		return err
 	}
+	if err := servicesync.Setup(mgr, c.Options, reg, usage, res, now); err != nil {
+		return err
+	}
 	interval := c.ReapInterval
 	if interval == 0 {
 		interval = DefaultReapInterval
@@ -170,6 +174,8 @@ func setup(mgr ctrl.Manager, reg *remote.Registry, c Config) error {
 			obj = &v1alpha1.NodeInventory{}
 		case v1alpha1.PeerSetKind:
 			obj = &v1alpha1.PeerSet{}
+		case v1alpha1.ServiceSyncKind:
+			obj = &v1alpha1.ServiceSync{}
 		default:
 			return true, nil
 		}

@@ -145,6 +145,8 @@ type Member struct {
 type MemberOptions struct {
 	// NoPeerCRD starts the cluster without Kilo's Peer CRD.
 	NoPeerCRD bool
+	// Services adds the CRDs of the Multi-Cluster Services API.
+	Services bool
 }
 
 // StartMember starts a member cluster that lives until the test ends.
@@ -157,6 +159,13 @@ func StartMember(t testing.TB, o MemberOptions) *Member {
 	env := &envtest.Environment{ErrorIfCRDPathMissing: true}
 	if !o.NoPeerCRD {
 		env.CRDDirectoryPaths = []string{filepath.Join(top, "test", "crds", "kilo.squat.ai_peers.yaml")}
+	}
+	if o.Services {
+		files, err := MCSCRDs()
+		if err != nil {
+			t.Fatal(err)
+		}
+		env.CRDDirectoryPaths = append(env.CRDDirectoryPaths, files...)
 	}
 	cfg, err := env.Start()
 	if err != nil {

@@ -200,7 +200,7 @@ func planNamespace(p *Plan, in Input, ns string, exporters []*Exporter, kept map
 			}
 			c := &candidate{e: e, export: x, svc: services[x.Name]}
 			validate(c)
-			if e == &in.Local {
+			if e == exporters[0] {
 				mine = append(mine, c)
 			}
 			if c.valid.Status == metav1.ConditionTrue {

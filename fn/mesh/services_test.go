@@ -18,20 +18,20 @@ func TestClusterID(t *testing.T) {
 		differentFrom [3]string
 	}{
 		"Short": {
-			reason:        "A short member name is kept, and the ID differs from the same member's in another mesh.",
-			ns:            "network", mesh: "mesh", c: "cluster-a",
+			reason: "A short member name is kept, and the ID differs from the same member's in another mesh.",
+			ns:     "network", mesh: "mesh", c: "cluster-a",
 			wantReadable:  "cluster-a-",
 			differentFrom: [3]string{"network", "other", "cluster-a"},
 		},
 		"Namespace": {
-			reason:        "The same mesh name in another namespace gives another ID.",
-			ns:            "network", mesh: "mesh", c: "cluster-a",
+			reason: "The same mesh name in another namespace gives another ID.",
+			ns:     "network", mesh: "mesh", c: "cluster-a",
 			wantReadable:  "cluster-a-",
 			differentFrom: [3]string{"tenant", "mesh", "cluster-a"},
 		},
 		"Long": {
-			reason:        "A member name of 63 characters is cut so that the ID stays a DNS label.",
-			ns:            "network", mesh: "mesh", c: long,
+			reason: "A member name of 63 characters is cut so that the ID stays a DNS label.",
+			ns:     "network", mesh: "mesh", c: long,
 			wantReadable:  long[:54],
 			differentFrom: [3]string{"network", "mesh", long[:62]},
 		},

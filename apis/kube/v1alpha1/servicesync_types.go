@@ -148,13 +148,13 @@ type UnreachableSource struct {
 // A ServiceSyncSpec defines the desired state of a ServiceSync.
 type ServiceSyncSpec struct {
 	xpv1.ManagedResourceSpec `json:",inline"`
-	ForProvider ServiceSyncParameters `json:"forProvider"`
+	ForProvider              ServiceSyncParameters `json:"forProvider"`
 }
 
 // A ServiceSyncStatus represents the observed state of a ServiceSync.
 type ServiceSyncStatus struct {
 	xpv1.ManagedResourceStatus `json:",inline"`
-	AtProvider ServiceSyncObservation `json:"atProvider,omitempty"`
+	AtProvider                 ServiceSyncObservation `json:"atProvider,omitempty"`
 }
 
 // A ServiceSync keeps one member of a ClusterSet in step with the others,

@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"sort"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
@@ -31,8 +32,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/utils/ptr"
-	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 
 	xpv2 "github.com/crossplane/crossplane/apis/v2/core/v2"
 
@@ -347,6 +348,120 @@ func TestServiceSync(t *testing.T) {
 		}
 		if diff := cmp.Diff(handMade.Spec, got.Spec); diff != "" || len(got.Labels) > 0 {
 			t.Errorf("the hand-made ServiceImport was changed: -want, +got:\n%s labels %v", diff, got.Labels)
+		}
+	})
+	t.Run("EndpointChurnWritesNoStatus", func(t *testing.T) {
+		// The ServiceSyncs settle first: their first reconciles write
+		// conditions and counts once.
+		versions := func() map[string]string {
+			out := map[string]string{}
+			for _, m := range members {
+				s := &v1alpha1.ServiceSync{}
+				if err := cp.kube.Get(ctx, client.ObjectKey{Namespace: ns, Name: "services-" + m.name}, s); err != nil {
+					t.Fatal(err)
+				}
+				out[m.name] = s.ResourceVersion
+			}
+			return out
+		}
+		before := versions()
+		eventually(t, "the ServiceSyncs settled", func() error {
+			time.Sleep(2 * time.Second)
+			now := versions()
+			if diff := cmp.Diff(before, now); diff != "" {
+				before = now
+				return fmt.Errorf("still written: %s", diff)
+			}
+			return nil
+		})
+		// 20 pod restarts in a: an endpoint goes and comes back with a new
+		// address, each followed into b.
+		for i := range 20 {
+			sl := &discoveryv1.EndpointSlice{}
+			if err := a.c.Get(ctx, client.ObjectKey{Namespace: "shop", Name: "hello-abcde"}, sl); err != nil {
+				t.Fatal(err)
+			}
+			addr := fmt.Sprintf("10.1.1.%d", 100+i)
+			ready := []string{"10.1.1.5", addr}
+			sort.Strings(ready)
+			sl.Endpoints[1] = ep(addr, true, "")
+			if err := a.c.Update(ctx, sl); err != nil {
+				t.Fatal(err)
+			}
+			eventually(t, "the new endpoint in b", wantImport(ctx, b.c, "shop", "hello", &importState{
+				Type: "ClusterSetIP", IPs: 1, IPIsSvc: true, Clusters: []string{"a-1111"}, Ready: map[string][]string{"a-1111": ready},
+			}))
+		}
+		for _, m := range members {
+			s := &v1alpha1.ServiceSync{}
+			if err := cp.kube.Get(ctx, client.ObjectKey{Namespace: ns, Name: "services-" + m.name}, s); err != nil {
+				t.Fatal(err)
+			}
+			if s.ResourceVersion != before[m.name] {
+				t.Errorf("ServiceSync services-%s was written during endpoint churn: resourceVersion %s -> %s", m.name, before[m.name], s.ResourceVersion)
+			}
+		}
+	})
+	t.Run("PortConflictOldestWins", func(t *testing.T) {
+		exportService(ctx, t, c.c, "shop", "hello", false, 8080, ep("10.3.1.5", true, ""))
+		eventually(t, "c's export reports the port conflict", wantExport(ctx, c.c, "shop", "hello", map[string]string{
+			"Valid": "True/Valid", "Ready": "True/Exported", "Conflict": "True/PortConflict", servicesync.ConditionEndpointsRefused: "False/" + servicesync.ReasonAllRoutable,
+		}, ns, "services-c"))
+		eventually(t, "b imports hello from a and c, on a's port", func() error {
+			got, err := importOf(ctx, b.c, "shop", "hello")
+			if err != nil {
+				return err
+			}
+			if diff := cmp.Diff([]string{"a-1111", "c-3333"}, got.Clusters); diff != "" {
+				return fmt.Errorf("clusters: %s", diff)
+			}
+			si := &mcsv1beta1.ServiceImport{}
+			if err := b.c.Get(ctx, client.ObjectKey{Namespace: "shop", Name: "hello"}, si); err != nil {
+				return err
+			}
+			if len(si.Spec.Ports) != 1 || si.Spec.Ports[0].Port != 80 {
+				return fmt.Errorf("ports %+v, want a's port 80 only", si.Spec.Ports)
+			}
+			if len(got.Ready["c-3333"]) != 1 {
+				return fmt.Errorf("c's endpoints: %v", got.Ready)
+			}
+			return nil
+		})
+	})
+	t.Run("ExportDeleted", func(t *testing.T) {
+		if err := a.c.Delete(ctx, &mcsv1beta1.ServiceExport{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "db"}}); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, "db's import gone from b", absent(ctx, b.c, &mcsv1beta1.ServiceImport{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "db"}}))
+		eventually(t, "db's EndpointSlices gone from b", func() error {
+			sl := &discoveryv1.EndpointSliceList{}
+			if err := b.c.List(ctx, sl, client.InNamespace("shop"), client.MatchingLabels{mcsv1beta1.LabelServiceName: "db"}); err != nil {
+				return err
+			}
+			if len(sl.Items) > 0 {
+				return fmt.Errorf("%d left", len(sl.Items))
+			}
+			return nil
+		})
+	})
+	t.Run("MemberRemoved", func(t *testing.T) {
+		// The mesh drops b: its ServiceSync goes, the others no longer
+		// name it.
+		if err := cp.kube.Delete(ctx, &v1alpha1.ServiceSync{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "services-b"}}); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, "every import of the mesh gone from b", func() error {
+			n, err := ownedCount(ctx, b.c, "shop")
+			if err != nil {
+				return err
+			}
+			if n > 0 {
+				return fmt.Errorf("%d objects of the mesh left", n)
+			}
+			return nil
+		})
+		if err := b.c.Get(ctx, client.ObjectKeyFromObject(handMade), &mcsv1beta1.ServiceImport{}); err != nil {
+			t.Errorf("the hand-made ServiceImport is gone: %v", err)
 		}
 	})
 }

@@ -80,7 +80,7 @@ var keptLabels = []string{
 }
 
 func addServiceKinds(s *runtime.Scheme) {
-	if err := mcsv1beta1.AddToScheme(s); err != nil {
+	if err := mcsv1beta1.Install(s); err != nil {
 		panic(err)
 	}
 	if err := discoveryv1.AddToScheme(s); err != nil {

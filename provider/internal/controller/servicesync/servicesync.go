@@ -137,8 +137,8 @@ func (c *connector) Connect(ctx context.Context, cr *v1alpha1.ServiceSync) (mana
 	nn := types.NamespacedName{Namespace: cr.GetNamespace(), Name: cr.GetName()}
 	creds, deps, err := c.resolver.Resolve(ctx, cr)
 	keep := map[string]bool{partMember: true}
-	var sources []source
-	var srcDeps []clients.Source
+	sources := make([]source, 0, len(cr.Spec.ForProvider.Sources))
+	srcDeps := make([]clients.Source, 0, 2*len(cr.Spec.ForProvider.Sources))
 	for _, s := range cr.Spec.ForProvider.Sources {
 		src := cr.DeepCopy()
 		ref := s.ProviderConfigRef
@@ -528,8 +528,9 @@ func (e *external) Delete(ctx context.Context, _ *v1alpha1.ServiceSync) (managed
 		mu   sync.Mutex
 		errs []error
 	)
-	var jobs []func()
-	for _, o := range e.owned() {
+	owned := e.owned()
+	jobs := make([]func(), 0, len(owned))
+	for _, o := range owned {
 		jobs = append(jobs, func() {
 			if err := e.delete(wctx, o); err != nil {
 				mu.Lock()
@@ -549,7 +550,7 @@ func (e *external) Delete(ctx context.Context, _ *v1alpha1.ServiceSync) (managed
 func (e *external) Disconnect(_ context.Context) error { return nil }
 
 func (e *external) deletions() []client.Object {
-	var out []client.Object
+	out := make([]client.Object, 0, len(e.plan.DeleteSlices)+len(e.plan.DeleteServices)+len(e.plan.DeleteImports))
 	for _, s := range e.plan.DeleteSlices {
 		out = append(out, s)
 	}

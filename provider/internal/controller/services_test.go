@@ -52,11 +52,12 @@ type svcMember struct {
 	c        client.Client
 }
 
-func startServiceMember(ctx context.Context, t *testing.T, name, id string, nets ...string) *svcMember {
+func startServiceMember(t *testing.T, name, id string, nets ...string) *svcMember {
 	t.Helper()
+	ctx := t.Context()
 	m := testenv.StartMember(t, testenv.MemberOptions{Services: true})
 	s := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, mcsv1beta1.AddToScheme} {
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, mcsv1beta1.Install} {
 		if err := add(s); err != nil {
 			t.Fatal(err)
 		}
@@ -190,9 +191,9 @@ func importOf(ctx context.Context, c client.Client, ns, name string) (*importSta
 	return st, nil
 }
 
-func wantImport(ctx context.Context, c client.Client, ns, name string, want *importState) func() error {
+func wantImport(ctx context.Context, c client.Client, name string, want *importState) func() error {
 	return func() error {
-		got, err := importOf(ctx, c, ns, name)
+		got, err := importOf(ctx, c, "shop", name)
 		if err != nil {
 			return err
 		}
@@ -280,9 +281,9 @@ func TestServiceSync(t *testing.T) {
 	needAPIServers(t)
 	ctx := context.Background()
 	ns := namespace(ctx, t)
-	a := startServiceMember(ctx, t, "a", "a-1111", "10.1.0.0/16", "192.168.1.0/24")
-	b := startServiceMember(ctx, t, "b", "b-2222", "10.2.0.0/16")
-	c := startServiceMember(ctx, t, "c", "c-3333", "10.3.0.0/16")
+	a := startServiceMember(t, "a", "a-1111", "10.1.0.0/16", "192.168.1.0/24")
+	b := startServiceMember(t, "b", "b-2222", "10.2.0.0/16")
+	c := startServiceMember(t, "c", "c-3333", "10.3.0.0/16")
 	members := []*svcMember{a, b, c}
 	for _, m := range members {
 		providerConfig(ctx, t, ns, m.name, m.m.Kubeconfig)
@@ -311,14 +312,14 @@ func TestServiceSync(t *testing.T) {
 
 	t.Run("ExportImported", func(t *testing.T) {
 		want := &importState{Type: "ClusterSetIP", IPs: 1, IPIsSvc: true, Clusters: []string{"a-1111"}, Ready: map[string][]string{"a-1111": {"10.1.1.5", "10.1.1.6"}}}
-		eventually(t, "hello imported into b", wantImport(ctx, b.c, "shop", "hello", want))
-		eventually(t, "hello imported into c", wantImport(ctx, c.c, "shop", "hello", want))
+		eventually(t, "hello imported into b", wantImport(ctx, b.c, "hello", want))
+		eventually(t, "hello imported into c", wantImport(ctx, c.c, "hello", want))
 		eventually(t, "hello's export reports the endpoints it refused", wantExport(ctx, a.c, "shop", "hello", map[string]string{
 			"Valid": "True/Valid", "Ready": "True/Exported", "Conflict": "False/NoConflicts", servicesync.ConditionEndpointsRefused: "True/" + servicesync.ReasonEndpointsRefused,
 		}, ns, "services-a"))
 	})
 	t.Run("Headless", func(t *testing.T) {
-		eventually(t, "db imported into b, headless", wantImport(ctx, b.c, "shop", "db", &importState{
+		eventually(t, "db imported into b, headless", wantImport(ctx, b.c, "db", &importState{
 			Type: "Headless", Clusters: []string{"a-1111"}, Ready: map[string][]string{"a-1111": {"10.1.2.1", "10.1.2.2"}}, Hosts: []string{"db-0.a-1111", "db-1.a-1111"},
 		}))
 	})
@@ -388,7 +389,7 @@ func TestServiceSync(t *testing.T) {
 			if err := a.c.Update(ctx, sl); err != nil {
 				t.Fatal(err)
 			}
-			eventually(t, "the new endpoint in b", wantImport(ctx, b.c, "shop", "hello", &importState{
+			eventually(t, "the new endpoint in b", wantImport(ctx, b.c, "hello", &importState{
 				Type: "ClusterSetIP", IPs: 1, IPIsSvc: true, Clusters: []string{"a-1111"}, Ready: map[string][]string{"a-1111": ready},
 			}))
 		}

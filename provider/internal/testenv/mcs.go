@@ -14,8 +14,8 @@ const mcsAPI = "sigs.k8s.io/mcs-api@v0.5.2"
 
 // MCSCRDs returns the files of the ServiceExport and ServiceImport CRDs of
 // the Multi-Cluster Services API, from the module kilomesh builds with.
-func MCSCRDs() ([]string, error) {
-	out, err := exec.CommandContext(context.Background(), "go", "mod", "download", "-json", mcsAPI).Output()
+func MCSCRDs(ctx context.Context) ([]string, error) {
+	out, err := exec.CommandContext(ctx, "go", "mod", "download", "-json", mcsAPI).Output()
 	if err != nil {
 		return nil, errors.Wrap(err, "cannot download "+mcsAPI)
 	}

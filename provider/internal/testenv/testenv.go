@@ -156,12 +156,14 @@ func StartMember(t testing.TB, o MemberOptions) *Member {
 	if err != nil {
 		t.Fatal(err)
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
 	env := &envtest.Environment{ErrorIfCRDPathMissing: true}
 	if !o.NoPeerCRD {
 		env.CRDDirectoryPaths = []string{filepath.Join(top, "test", "crds", "kilo.squat.ai_peers.yaml")}
 	}
 	if o.Services {
-		files, err := MCSCRDs()
+		files, err := MCSCRDs(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -184,8 +186,6 @@ func StartMember(t testing.TB, o MemberOptions) *Member {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
 	if err := ApplyFile(ctx, admin, filepath.Join(top, MemberRBAC)); err != nil {
 		t.Fatal(err)
 	}

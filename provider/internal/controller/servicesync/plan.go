@@ -27,6 +27,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 
 	"github.com/kilomesh/kilomesh/apis/kube/v1alpha1"
@@ -48,6 +49,8 @@ const (
 	ReasonAllRoutable      = "AllRoutable"
 	maxRefusedListed       = 3
 	maxConflictMessage     = 512
+	// maxEndpoints is what one EndpointSlice holds.
+	maxEndpoints = 1000
 )
 
 // An Exporter is a member of the ClusterSet as one reconcile sees it.
@@ -183,6 +186,37 @@ func planNamespace(p *Plan, in Input, ns string, exporters []*Exporter, kept map
 	if local == nil {
 		local = &remote.ServiceView{}
 	}
+	byName, mine := candidatesOf(ns, exporters, in.Family)
+	have := indexLocal(in.Selector, local)
+	wanted := map[string]bool{}
+	wantedSvc := map[string]bool{}
+	desiredSlices := map[string]bool{}
+	for _, n := range sortedKeys(byName) {
+		cands := byName[n]
+		resolve(cands)
+		imp, problem := importOf(in, ns, n, cands, kept, have)
+		if problem != nil {
+			p.Problems = append(p.Problems, *problem)
+			continue
+		}
+		wanted[n] = true
+		if imp.Service != nil {
+			wantedSvc[imp.Service.Name] = true
+		}
+		for _, s := range imp.Slices {
+			desiredSlices[s.Name] = true
+		}
+		p.Imports = append(p.Imports, *imp)
+	}
+	for _, c := range mine {
+		countExport(p, c)
+	}
+	planDeletions(p, in.Selector, local, kept, wanted, wantedSvc, desiredSlices)
+}
+
+// candidatesOf returns the valid exports of a namespace by Service name,
+// with their endpoints, and every export of the member itself.
+func candidatesOf(ns string, exporters []*Exporter, family string) (map[string][]*candidate, []*candidate) {
 	byName := map[string][]*candidate{}
 	var mine []*candidate
 	for _, e := range exporters {
@@ -204,92 +238,89 @@ func planNamespace(p *Plan, in Input, ns string, exporters []*Exporter, kept map
 				mine = append(mine, c)
 			}
 			if c.valid.Status == metav1.ConditionTrue {
-				endpointsOf(c, v, in.Family)
+				endpointsOf(c, v, family)
 				byName[x.Name] = append(byName[x.Name], c)
 			}
 		}
 	}
+	return byName, mine
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// held is what the member holds in one namespace: its ServiceImports and
+// Services by name, and the mesh's EndpointSlices by imported Service.
+type held struct {
+	imports  map[string]*mcsv1beta1.ServiceImport
+	services map[string]*corev1.Service
+	slices   map[string][]*discoveryv1.EndpointSlice
+}
+
+func indexLocal(selector map[string]string, local *remote.ServiceView) held {
+	h := held{
+		imports:  make(map[string]*mcsv1beta1.ServiceImport, len(local.Imports)),
+		services: make(map[string]*corev1.Service, len(local.Services)),
+		slices:   map[string][]*discoveryv1.EndpointSlice{},
+	}
+	for _, i := range local.Imports {
+		h.imports[i.Name] = i
+	}
+	for _, s := range local.Services {
+		h.services[s.Name] = s
+	}
+	for _, s := range local.Slices {
+		if Owns(selector, s.Labels) {
+			n := s.Labels[mcsv1beta1.LabelServiceName]
+			h.slices[n] = append(h.slices[n], s)
+		}
+	}
+	return h
+}
+
+// countExport counts one of the member's exports for the status, and
+// plans its conditions.
+func countExport(p *Plan, c *candidate) {
+	valid := c.valid.Status == metav1.ConditionTrue
+	if valid && !c.excluded {
+		p.Exported++
+	}
+	if !valid || c.conflict.Status == metav1.ConditionTrue || len(c.refused) > 0 {
+		p.Refused++
+	}
+	if st, changed := exportStatus(c); changed {
+		p.Exports = append(p.Exports, st)
+	}
+}
+
+// planDeletions plans the deletion of what the member holds of the mesh
+// and no longer wants, except what a source that cannot be read exported.
+func planDeletions(p *Plan, selector map[string]string, local *remote.ServiceView, kept, wanted, wantedSvc, desiredSlices map[string]bool) {
 	// Names imported from a source that cannot be read stay as they are.
 	keptNames := map[string]bool{}
 	for _, s := range local.Slices {
-		if Owns(in.Selector, s.Labels) && kept[s.Labels[mcsv1beta1.LabelSourceCluster]] {
+		if Owns(selector, s.Labels) && kept[s.Labels[mcsv1beta1.LabelSourceCluster]] {
 			keptNames[s.Labels[mcsv1beta1.LabelServiceName]] = true
 		}
 	}
-	names := make([]string, 0, len(byName))
-	for n := range byName {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-
-	imports := map[string]*mcsv1beta1.ServiceImport{}
 	for _, i := range local.Imports {
-		imports[i.Name] = i
-	}
-	services := map[string]*corev1.Service{}
-	for _, s := range local.Services {
-		services[s.Name] = s
-	}
-	slices := map[string][]*discoveryv1.EndpointSlice{}
-	for _, s := range local.Slices {
-		if Owns(in.Selector, s.Labels) {
-			n := s.Labels[mcsv1beta1.LabelServiceName]
-			slices[n] = append(slices[n], s)
-		}
-	}
-	wanted := map[string]bool{}
-	wantedSvc := map[string]bool{}
-	for _, n := range names {
-		cands := byName[n]
-		resolve(cands)
-		imp, problem := importOf(in, ns, n, cands, kept, imports[n], services, slices[n])
-		if problem != nil {
-			p.Problems = append(p.Problems, *problem)
-			continue
-		}
-		if imp == nil {
-			continue
-		}
-		wanted[n] = true
-		if imp.Service != nil {
-			wantedSvc[imp.Service.Name] = true
-		}
-		p.Imports = append(p.Imports, *imp)
-	}
-	for _, c := range mine {
-		if c.valid.Status == metav1.ConditionTrue && !c.excluded {
-			p.Exported++
-		}
-		if c.valid.Status != metav1.ConditionTrue || c.conflict.Status == metav1.ConditionTrue || len(c.refused) > 0 {
-			p.Refused++
-		}
-		if st, changed := exportStatus(c); changed {
-			p.Exports = append(p.Exports, st)
-		}
-	}
-	// What the member holds of the mesh's and no longer wants goes, except
-	// what a source that cannot be read exported.
-	for _, i := range local.Imports {
-		if Owns(in.Selector, i.Labels) && !wanted[i.Name] && !keptNames[i.Name] {
+		if Owns(selector, i.Labels) && !wanted[i.Name] && !keptNames[i.Name] {
 			p.DeleteImports = append(p.DeleteImports, i)
 		}
 	}
 	for _, s := range local.Services {
-		if Owns(in.Selector, s.Labels) && !wantedSvc[s.Name] && !keptNames[s.Labels[mcsv1beta1.LabelServiceName]] {
+		if Owns(selector, s.Labels) && !wantedSvc[s.Name] && !keptNames[s.Labels[mcsv1beta1.LabelServiceName]] {
 			p.DeleteServices = append(p.DeleteServices, s)
 		}
 	}
-	desiredSlices := map[string]bool{}
-	for _, imp := range p.Imports {
-		if imp.Namespace != ns {
-			continue
-		}
-		for _, s := range imp.Slices {
-			desiredSlices[s.Name] = true
-		}
-	}
 	for _, s := range local.Slices {
-		if Owns(in.Selector, s.Labels) && !desiredSlices[s.Name] && !kept[s.Labels[mcsv1beta1.LabelSourceCluster]] {
+		if Owns(selector, s.Labels) && !desiredSlices[s.Name] && !kept[s.Labels[mcsv1beta1.LabelSourceCluster]] {
 			p.DeleteSlices = append(p.DeleteSlices, s)
 		}
 	}
@@ -317,63 +348,62 @@ func validate(c *candidate) {
 }
 
 // endpointsOf collects the ready endpoints of an export that the mesh can
-// route to: of the mesh's family, inside the exporter's networks. The
-// EndpointSlices are those of the Service, never one that is an import
-// itself (by any implementation of MCS) or written by kilomesh.
+// route to: of the mesh's family, inside the exporter's networks.
 func endpointsOf(c *candidate, v *remote.ServiceView, family string) {
 	ports := map[string]discoveryv1.EndpointPort{}
 	seen := map[string]bool{}
 	for _, s := range v.Slices {
-		if s.Labels[discoveryv1.LabelServiceName] != c.export.Name || s.Labels[mcsv1beta1.LabelSourceCluster] != "" ||
-			s.Labels["app.kubernetes.io/managed-by"] == "kilomesh" || s.DeletionTimestamp != nil {
+		if !sliceOf(s, c.export.Name) {
 			continue
 		}
 		for _, ep := range s.Endpoints {
-			if ep.Conditions.Ready != nil && !*ep.Conditions.Ready || len(ep.Addresses) == 0 {
-				continue
-			}
-			addr := ep.Addresses[0]
-			a, err := netip.ParseAddr(addr)
-			if err != nil || string(s.AddressType) != family || (family == "IPv4") != a.Is4() || a.Zone() != "" || !inside(c.e.Networks, a) {
-				c.refused = append(c.refused, addr)
-				continue
-			}
-			if seen[addr] {
-				continue
-			}
-			seen[addr] = true
-			out := discoveryv1.Endpoint{Addresses: []string{a.String()}, Conditions: discoveryv1.EndpointConditions{Ready: ptrTrue()}}
-			if ep.Hostname != nil && *ep.Hostname != "" {
-				h := *ep.Hostname
-				out.Hostname = &h
-			}
-			c.endpoints = append(c.endpoints, out)
+			c.accept(ep, s.AddressType, family, seen)
 		}
 		for _, pt := range s.Ports {
-			k := ""
-			if pt.Name != nil {
-				k = *pt.Name
-			}
-			ports[k] = pt
+			ports[ptr.Deref(pt.Name, "")] = pt
 		}
 	}
 	sort.Slice(c.endpoints, func(i, j int) bool { return c.endpoints[i].Addresses[0] < c.endpoints[j].Addresses[0] })
-	if len(c.endpoints) > 1000 {
-		c.refused = append(c.refused, fmt.Sprintf("%d endpoints past the 1000 one EndpointSlice holds", len(c.endpoints)-1000))
-		c.endpoints = c.endpoints[:1000]
+	if len(c.endpoints) > maxEndpoints {
+		c.refused = append(c.refused, fmt.Sprintf("%d endpoints past the %d one EndpointSlice holds", len(c.endpoints)-maxEndpoints, maxEndpoints))
+		c.endpoints = c.endpoints[:maxEndpoints]
 	}
-	keys := make([]string, 0, len(ports))
-	for k := range ports {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
+	for _, k := range sortedKeys(ports) {
 		c.epPorts = append(c.epPorts, ports[k])
 	}
 	sort.Strings(c.refused)
 }
 
-func ptrTrue() *bool { t := true; return &t }
+// sliceOf tells whether an EndpointSlice is one of the Service's own,
+// never one that is an import itself (by any implementation of MCS) or
+// written by kilomesh.
+func sliceOf(s *discoveryv1.EndpointSlice, service string) bool {
+	return s.Labels[discoveryv1.LabelServiceName] == service && s.Labels[mcsv1beta1.LabelSourceCluster] == "" &&
+		s.Labels["app.kubernetes.io/managed-by"] != "kilomesh" && s.DeletionTimestamp == nil
+}
+
+// accept adds a ready endpoint the mesh routes to, once, and records any
+// other ready endpoint as refused.
+func (c *candidate) accept(ep discoveryv1.Endpoint, t discoveryv1.AddressType, family string, seen map[string]bool) {
+	if ep.Conditions.Ready != nil && !*ep.Conditions.Ready || len(ep.Addresses) == 0 {
+		return
+	}
+	addr := ep.Addresses[0]
+	a, err := netip.ParseAddr(addr)
+	if err != nil || string(t) != family || (family == "IPv4") != a.Is4() || a.Zone() != "" || !inside(c.e.Networks, a) {
+		c.refused = append(c.refused, addr)
+		return
+	}
+	if seen[addr] {
+		return
+	}
+	seen[addr] = true
+	out := discoveryv1.Endpoint{Addresses: []string{a.String()}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}}
+	if h := ptr.Deref(ep.Hostname, ""); h != "" {
+		out.Hostname = &h
+	}
+	c.endpoints = append(c.endpoints, out)
+}
 
 func inside(nets []netip.Prefix, a netip.Addr) bool {
 	for _, n := range nets {
@@ -443,33 +473,70 @@ func conflictWith(reason mcsv1beta1.ServiceExportConditionReason, win *candidate
 
 // importOf builds what the member holds of one imported Service, or says
 // why it cannot.
-func importOf(in Input, ns, name string, cands []*candidate, kept map[string]bool, have *mcsv1beta1.ServiceImport, services map[string]*corev1.Service, haveSlices []*discoveryv1.EndpointSlice) (*Import, *v1alpha1.ServiceProblem) {
-	id := ns + "/" + name
-	if have != nil && !Owns(in.Selector, have.Labels) {
-		return nil, &v1alpha1.ServiceProblem{Service: id, Reason: v1alpha1.ReasonImportNameConflict, Message: "a ServiceImport of this name that kilomesh does not own for this mesh exists in the member; it is left as it is"}
-	}
+func importOf(in Input, ns, name string, cands []*candidate, kept map[string]bool, have held) (*Import, *v1alpha1.ServiceProblem) {
 	derived := DerivedName(in.Owner, ns, name)
-	haveSvc := services[derived]
-	if haveSvc != nil && !Owns(in.Selector, haveSvc.Labels) {
-		return nil, &v1alpha1.ServiceProblem{Service: id, Reason: v1alpha1.ReasonImportNameConflict, Message: "a Service named " + derived + " that kilomesh does not own exists in the member; it is left as it is"}
+	if problem := nameTaken(in.Selector, ns+"/"+name, derived, have.imports[name], have.services[derived]); problem != nil {
+		return nil, problem
 	}
 	win := cands[0]
-	imp := &Import{Namespace: ns, Name: name, HaveImport: have, HaveService: haveSvc, HaveSlices: map[string]*discoveryv1.EndpointSlice{}}
-	for _, s := range haveSlices {
+	imp := &Import{Namespace: ns, Name: name, HaveImport: have.imports[name], HaveService: have.services[derived], HaveSlices: map[string]*discoveryv1.EndpointSlice{}}
+	for _, s := range have.slices[name] {
 		imp.HaveSlices[s.Name] = s
 	}
-	labels := func(extra map[string]string) map[string]string {
-		l := map[string]string{}
-		for k, v := range in.Selector {
-			l[k] = v
-		}
-		for k, v := range extra {
-			l[k] = v
-		}
-		return l
+	ports, clusters := portsAndClusters(cands, kept, have.slices[name])
+	fam := corev1.IPFamily(in.Family)
+	spec := mcsv1beta1.ServiceImportSpec{Type: win.typ, Ports: ports, IPFamilies: []corev1.IPFamily{fam}}
+	if win.svc.Spec.SessionAffinity == corev1.ServiceAffinityClientIP {
+		spec.SessionAffinity = corev1.ServiceAffinityClientIP
 	}
-	// Ports of the import: the winner's, then the others' that do not
-	// conflict, by name.
+	imp.Import = &mcsv1beta1.ServiceImport{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: withLabels(in.Selector, nil)},
+		Spec:       spec,
+	}
+	for _, id := range clusters {
+		imp.Import.Status.Clusters = append(imp.Import.Status.Clusters, mcsv1beta1.ClusterStatus{Cluster: id})
+	}
+	sliceLabels := map[string]string{
+		mcsv1beta1.LabelServiceName: name,
+		discoveryv1.LabelManagedBy:  ManagedBy,
+	}
+	if win.typ == mcsv1beta1.ClusterSetIP {
+		imp.Service = derivedService(in.Selector, ns, name, derived, fam, spec)
+		sliceLabels[discoveryv1.LabelServiceName] = derived
+	}
+	for _, c := range cands {
+		if c.excluded {
+			continue
+		}
+		l := withLabels(in.Selector, sliceLabels)
+		l[mcsv1beta1.LabelSourceCluster] = c.e.ClusterID
+		imp.Slices = append(imp.Slices, &discoveryv1.EndpointSlice{
+			ObjectMeta:  metav1.ObjectMeta{Namespace: ns, Name: SliceName(derived, c.e.ClusterID), Labels: l},
+			AddressType: discoveryv1.AddressType(in.Family),
+			Endpoints:   c.endpoints,
+			Ports:       c.epPorts,
+		})
+	}
+	return imp, nil
+}
+
+// nameTaken reports a ServiceImport, or a Service of the derived name,
+// that the mesh does not own: it is left as it is.
+func nameTaken(selector map[string]string, id, derived string, imp *mcsv1beta1.ServiceImport, svc *corev1.Service) *v1alpha1.ServiceProblem {
+	switch {
+	case imp != nil && !Owns(selector, imp.Labels):
+		return &v1alpha1.ServiceProblem{Service: id, Reason: v1alpha1.ReasonImportNameConflict, Message: "a ServiceImport of this name that kilomesh does not own for this mesh exists in the member; it is left as it is"}
+	case svc != nil && !Owns(selector, svc.Labels):
+		return &v1alpha1.ServiceProblem{Service: id, Reason: v1alpha1.ReasonImportNameConflict, Message: "a Service named " + derived + " that kilomesh does not own exists in the member; it is left as it is"}
+	}
+	return nil
+}
+
+// portsAndClusters returns the ports of an import, the winner's first,
+// then the others' that do not conflict, by name; and the cluster IDs of
+// its exporters, with those of sources that cannot be read whose
+// EndpointSlices the member keeps.
+func portsAndClusters(cands []*candidate, kept map[string]bool, haveSlices []*discoveryv1.EndpointSlice) ([]mcsv1beta1.ServicePort, []string) {
 	var ports []mcsv1beta1.ServicePort
 	seen := map[string]bool{}
 	var clusters []string
@@ -494,54 +561,39 @@ func importOf(in Input, ns, name string, cands []*candidate, kept map[string]boo
 		}
 	}
 	sort.Strings(clusters)
-	fam := corev1.IPFamily(in.Family)
-	spec := mcsv1beta1.ServiceImportSpec{Type: win.typ, Ports: ports, IPFamilies: []corev1.IPFamily{fam}}
-	if win.svc.Spec.SessionAffinity == corev1.ServiceAffinityClientIP {
-		spec.SessionAffinity = corev1.ServiceAffinityClientIP
+	return ports, clusters
+}
+
+// derivedService is the Service without a selector behind a ClusterSetIP
+// import.
+func derivedService(selector map[string]string, ns, name, derived string, fam corev1.IPFamily, spec mcsv1beta1.ServiceImportSpec) *corev1.Service {
+	single := corev1.IPFamilyPolicySingleStack
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: derived, Labels: withLabels(selector, map[string]string{mcsv1beta1.LabelServiceName: name})},
+		Spec: corev1.ServiceSpec{
+			Type: corev1.ServiceTypeClusterIP, IPFamilies: []corev1.IPFamily{fam}, IPFamilyPolicy: &single,
+			SessionAffinity: spec.SessionAffinity,
+		},
 	}
-	imp.Import = &mcsv1beta1.ServiceImport{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: labels(nil)},
-		Spec:       spec,
+	if spec.SessionAffinity == "" {
+		svc.Spec.SessionAffinity = corev1.ServiceAffinityNone
 	}
-	for _, id := range clusters {
-		imp.Import.Status.Clusters = append(imp.Import.Status.Clusters, mcsv1beta1.ClusterStatus{Cluster: id})
+	for _, pt := range spec.Ports {
+		svc.Spec.Ports = append(svc.Spec.Ports, corev1.ServicePort{Name: pt.Name, Protocol: protocol(pt.Protocol), Port: pt.Port, AppProtocol: pt.AppProtocol})
 	}
-	sliceLabels := map[string]string{
-		mcsv1beta1.LabelServiceName: name,
-		discoveryv1.LabelManagedBy:  ManagedBy,
+	return svc
+}
+
+// withLabels returns the selector's labels and the extra ones.
+func withLabels(selector, extra map[string]string) map[string]string {
+	l := make(map[string]string, len(selector)+len(extra))
+	for k, v := range selector {
+		l[k] = v
 	}
-	if win.typ == mcsv1beta1.ClusterSetIP {
-		single := corev1.IPFamilyPolicySingleStack
-		svc := &corev1.Service{
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: derived, Labels: labels(map[string]string{mcsv1beta1.LabelServiceName: name})},
-			Spec: corev1.ServiceSpec{
-				Type: corev1.ServiceTypeClusterIP, IPFamilies: []corev1.IPFamily{fam}, IPFamilyPolicy: &single,
-				SessionAffinity: spec.SessionAffinity,
-			},
-		}
-		if spec.SessionAffinity == "" {
-			svc.Spec.SessionAffinity = corev1.ServiceAffinityNone
-		}
-		for _, pt := range ports {
-			svc.Spec.Ports = append(svc.Spec.Ports, corev1.ServicePort{Name: pt.Name, Protocol: protocol(pt.Protocol), Port: pt.Port, AppProtocol: pt.AppProtocol})
-		}
-		imp.Service = svc
-		sliceLabels[discoveryv1.LabelServiceName] = derived
+	for k, v := range extra {
+		l[k] = v
 	}
-	for _, c := range cands {
-		if c.excluded {
-			continue
-		}
-		l := labels(sliceLabels)
-		l[mcsv1beta1.LabelSourceCluster] = c.e.ClusterID
-		imp.Slices = append(imp.Slices, &discoveryv1.EndpointSlice{
-			ObjectMeta:  metav1.ObjectMeta{Namespace: ns, Name: SliceName(derived, c.e.ClusterID), Labels: l},
-			AddressType: discoveryv1.AddressType(in.Family),
-			Endpoints:   c.endpoints,
-			Ports:       c.epPorts,
-		})
-	}
-	return imp, nil
+	return l
 }
 
 func cond(t mcsv1beta1.ServiceExportConditionType, ok bool, reason mcsv1beta1.ServiceExportConditionReason, msg string) metav1.Condition {

@@ -31,6 +31,7 @@ import (
 	"time"
 
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
+	"github.com/miekg/dns"
 )
 
 // CoreDNSBinary is the CoreDNS build with the clusterset plugin, in the
@@ -101,9 +102,14 @@ func StartCoreDNS(t testing.TB, kubeconfig []byte) *CoreDNS {
 	if err := c.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	exited := make(chan struct{})
+	go func() {
+		_ = c.cmd.Wait()
+		close(exited)
+	}()
 	t.Cleanup(func() {
 		_ = c.cmd.Process.Kill()
-		_ = c.cmd.Wait()
+		<-exited
 		if t.Failed() {
 			t.Logf("CoreDNS logged:\n%s", c.Output())
 		}
@@ -111,13 +117,33 @@ func StartCoreDNS(t testing.TB, kubeconfig []byte) *CoreDNS {
 	url := fmt.Sprintf("http://127.0.0.1:%d/ready", ready)
 	deadline := time.Now().Add(time.Minute)
 	for {
-		if err := get(url); err == nil {
+		// The ready plugin can answer before the DNS listener is open:
+		// CoreDNS serves once both are.
+		err := get(url)
+		if err == nil {
+			err = query(c.Addr)
+		}
+		if err == nil {
 			return c
-		} else if time.Now().After(deadline) {
-			t.Fatalf("CoreDNS not ready after a minute: %v\n%s", err, c.Output())
+		}
+		select {
+		case <-exited:
+			t.Fatalf("CoreDNS exited before it was ready: %s", c.cmd.ProcessState)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("CoreDNS not ready after a minute: %v", err)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// query asks addr, over UDP, for the zone's schema version.
+func query(addr string) error {
+	m := new(dns.Msg)
+	m.SetQuestion("dns-version.clusterset.local.", dns.TypeTXT)
+	_, _, err := (&dns.Client{Timeout: time.Second}).Exchange(m, addr)
+	return err
 }
 
 func get(url string) error {

@@ -74,8 +74,9 @@ func parse(c *caddy.Controller) (config, error) {
 		return cfg, c.ArgErr()
 	}
 	for c.NextBlock() {
+		property := c.Val()
 		args := c.RemainingArgs()
-		switch c.Val() {
+		switch property {
 		case "kubeconfig":
 			if len(args) < 1 || len(args) > 2 {
 				return cfg, c.ArgErr()
@@ -101,7 +102,7 @@ func parse(c *caddy.Controller) (config, error) {
 			}
 			cfg.ttl = uint32(n)
 		default:
-			return cfg, c.Errf("unknown property %q", c.Val())
+			return cfg, c.Errf("unknown property %q", property)
 		}
 	}
 	if c.Next() {

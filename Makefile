@@ -60,8 +60,13 @@ docs-check: ## Check the docs: YAML blocks against the schemas, make targets, li
 	KILOMESH_DOCS_STRICT=1 go test -count=1 ./test/docs/
 
 .PHONY: e2e
-e2e: ## End-to-end tests on local API servers, Crossplane and kilomesh's packages (~30 min; ~15 min more the first time).
-	go test -tags e2e -count=1 -v -timeout 120m ./test/e2e/...
+e2e: ## End-to-end tests (root): API servers with a real node each, Crossplane by its Helm chart, kilomesh's packages as pods; fails on anything left on the machine.
+	@rc=0; go test -tags e2e -count=1 -v -timeout 120m ./test/e2e/... || rc=$$?; \
+	if [ "$$rc" != 0 ] && [ "$${E2E_KEEP:-}" != 1 ] && [ "$${E2E_REUSE:-}" != 1 ]; then \
+	  dir=$${E2E_STACK_DIR:-$(CURDIR)/.run/e2e}; \
+	  STACK_DIR=$$dir test/stack/down.sh >/dev/null 2>&1 || true; \
+	  STACK_DIR=$$dir test/stack/node.sh leftovers || rc=1; \
+	fi; exit $$rc
 
 .PHONY: test
 test: check-generate lint unit fuzz package-check render-check docs-check e2e ## Run every test.

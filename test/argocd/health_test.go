@@ -278,6 +278,11 @@ func TestHealth(t *testing.T) {
 			fixture: "render-forged-node.yaml",
 			want:    want{"Progressing", "Unready resources"},
 		},
+		"RenderCopiedKey": {
+			reason:  "A node waiting for its WireGuard IP, next to the copy of its key that is withheld, keeps the mesh Progressing.",
+			fixture: "render-copied-key.yaml",
+			want:    want{"Progressing", "NodeNoWireguardIP"},
+		},
 		"UndeliveredShortly": {
 			reason:  "Peers that cannot be written into a member for a short while keep the mesh Progressing, naming the member.",
 			fixture: "undelivered.yaml",

@@ -80,6 +80,7 @@ func (m *machine) reap(log func(string, ...any)) {
 	select {
 	case <-m.wgDone:
 		log("%s/%s: wireguard-go exited; starting it again", m.cluster, m.node)
+		m.removeSocket()
 		m.wg, m.up, m.addr, m.routes = nil, false, netip.Prefix{}, map[netip.Prefix]Route{}
 	default:
 	}
@@ -437,7 +438,17 @@ func stopWireGuard(m *machine) {
 		_ = m.wg.Process.Kill()
 		<-m.wgDone
 	}
+	m.removeSocket()
 	m.wg, m.up, m.addr = nil, false, netip.Prefix{}
+}
+
+// removeSocket removes the configuration socket of the machine's
+// wireguard-go once the process has gone: one that died before it could
+// listen (e.g. out of inotify instances: "too many open files"), or was
+// killed, leaves it behind, and a socket of the name stops the next start.
+// The interface's name is the harness's own, so nothing else serves it.
+func (m *machine) removeSocket() {
+	_ = os.Remove(filepath.Join(socketDir, m.iface+".sock"))
 }
 
 // removeMachine stops what runs in a machine and deletes its namespace

@@ -25,6 +25,7 @@ import (
 	"github.com/kilomesh/kilomesh/test/dataplane"
 	"github.com/kilomesh/kilomesh/test/stack"
 	"github.com/kilomesh/kilomesh/test/stack/fixture"
+	"github.com/kilomesh/kilomesh/test/stack/meshpods"
 )
 
 // dp is the data plane of the run: it stands in for Kilo's agent on every
@@ -57,6 +58,8 @@ func startDataplane(ctx context.Context) (*dataplane.Harness, error) {
 		// The large mesh's nodes get heartbeats only: its Peers are
 		// counted, its packets are not sent.
 		HeartbeatOnly: func(n *corev1.Node) bool { return n.Labels[labelScale] == "true" },
+		// node-n and node-m of the NAT step, behind routers of their own.
+		NAT: behindNAT,
 		Log: func(format string, args ...any) {
 			mu.Lock()
 			defer mu.Unlock()
@@ -65,14 +68,14 @@ func startDataplane(ctx context.Context) (*dataplane.Harness, error) {
 	}
 	// The private keys of the fixture's nodes, before their Nodes exist.
 	_, _ = fixture.Mesh(), fixture.Extra()
-	for _, c := range clusters {
-		rc, err := env.RESTConfig(c)
-		if err != nil {
-			return nil, err
-		}
-		m := dataplane.Member{Name: c, Config: rc}
-		if c != noPeerCRD && !slices.Contains(scaleOnly, c) {
-			m.Subnet = fixture.WireguardCIDR(c)
+	// The real nodes run it in their own namespaces (stack.DataplaneMembers).
+	ms, err := stack.DataplaneMembers(env, clusters, true)
+	if err != nil {
+		return nil, err
+	}
+	for _, m := range ms {
+		if slices.Contains(scaleOnly, m.Name) {
+			m.Subnet = ""
 		}
 		cfg.Members = append(cfg.Members, m)
 	}
@@ -84,6 +87,57 @@ func startDataplane(ctx context.Context) (*dataplane.Harness, error) {
 	fmt.Fprintf(os.Stderr, "e2e: data plane up in %.1fs (log: %s)\n", time.Since(t0).Seconds(), logf.Name())
 	return h, nil
 }
+
+// seedRealNodes writes on the real node of every member of
+// examples/mesh.yaml what Kilo's agent would write on it
+// (fixture.RealNode): with it, each joins the mesh as the first segment of
+// its member, its anchor.
+func seedRealNodes(ctx context.Context) error {
+	for _, c := range meshMembers {
+		if ok, err := stack.SeedRealNode(ctx, env, c, kube[c]); err != nil || !ok {
+			return fmt.Errorf("kilo's annotations on the real node of %s: %w (has one: %v)", c, err, ok)
+		}
+	}
+	return nil
+}
+
+// realPods are the real pods of the mesh's members (test/stack/meshpods):
+// in every member a hello pod behind a Service, a client pod, and Kilo's
+// mirrors of the other members' Services.
+var realPods *meshpods.Pods
+
+// deployRealPods runs them, before any mesh exists.
+func deployRealPods(ctx context.Context) (*meshpods.Pods, error) {
+	clients := map[string]client.Client{}
+	for _, c := range meshMembers {
+		clients[c] = kube[c]
+	}
+	t0 := time.Now()
+	p, err := meshpods.Deploy(ctx, clients)
+	if err != nil {
+		return nil, fmt.Errorf("the real pods: %w", err)
+	}
+	fmt.Fprintf(os.Stderr, "e2e: real pods in %s ready in %.1fs\n", strings.Join(meshMembers, ", "), time.Since(t0).Seconds())
+	return p, nil
+}
+
+// realPodsAcross checks that a client pod of every member reaches a pod,
+// by its address, and a Service, by Kilo's multi-cluster Services recipe,
+// of every other member; the table goes into the report.
+func realPodsAcross(ctx context.Context, t *testing.T, label string) {
+	t.Helper()
+	start := time.Now()
+	m := realPods.Run(ctx, realPods.Pairs(), meshpods.DefaultProbing)
+	report.notef("%s: real pods, HTTP from a client pod of every member to a pod and a Service of every other member (%.1fs):\n%s", label, time.Since(start).Seconds(), strings.TrimRight(m.String(), "\n"))
+	if len(m.Failed()) > 0 {
+		t.Errorf("%s: real pods' requests failed:\n%s\n%s", label, m, dp.Dump(ctx))
+		return
+	}
+	t.Logf("%s (%.1fs):\n%s", label, time.Since(start).Seconds(), m)
+}
+
+// realNode is the name of a member's real node.
+func realNode(c string) string { return c + "-node" }
 
 // reachable are the nodes of the mesh's members whose pods every other
 // member must reach, and extra ones.
@@ -180,11 +234,13 @@ func waitOwnKey(ctx context.Context, t *testing.T, cluster, node, key string) {
 	}
 }
 
-// The leaders of the fixture's members, whose interfaces hold the Peers.
+// The leaders of the fixture's members, whose interfaces hold the Peers:
+// every member's real node first (its name sorts first: its segment is the
+// member's anchor), then the fixture's.
 var leaders = map[string][]string{
-	"cluster-a": {"node-a1", "node-a2"},
-	"cluster-b": {"node-b1", "node-b3"},
-	"cluster-c": {"node-c1"},
+	"cluster-a": {"cluster-a-node", "node-a1", "node-a2"},
+	"cluster-b": {"cluster-b-node", "node-b1", "node-b3"},
+	"cluster-c": {"cluster-c-node", "node-c1"},
 }
 
 // setPaused marks a resource of the management cluster paused
@@ -222,6 +278,16 @@ func setPaused(ctx context.Context, t *testing.T, u *unstructured.Unstructured, 
 		}
 		time.Sleep(300 * time.Millisecond)
 	}
+}
+
+// resumeOnFailure resumes a paused resource when the test fails before it
+// resumes it itself, so that the steps after it find the mesh running.
+func resumeOnFailure(ctx context.Context, t *testing.T, u *unstructured.Unstructured) {
+	t.Cleanup(func() {
+		if t.Failed() {
+			setPaused(ctx, t, u, false)
+		}
+	})
 }
 
 // meshObject is the ClusterMesh as an object to patch.
@@ -269,6 +335,15 @@ func testPackets(ctx context.Context, t *testing.T, mode string, ref meshRef) {
 	t.Run("every pod reaches every pod of every other member", func(t *testing.T) {
 		packets(ctx, t, mode, "converged mesh", nodes, nil)
 	})
+	t.Run("real pods reach a pod and a Service of every other member", func(t *testing.T) {
+		realPodsAcross(ctx, t, mode+": converged mesh")
+	})
+	if mode == "Objects" && !objectsFull() {
+		// Pausing the delivery of Objects waits for Crossplane's watch
+		// circuit breaker: the pauses run in the PeerSet pass.
+		report.notef("%s: the packet checks took %.0fs", mode, time.Since(start).Seconds())
+		return
+	}
 	t.Run("a Peer broken by hand breaks exactly its pairs", func(t *testing.T) {
 		testBrokenPeer(ctx, t, mode, ref, nodes)
 	})
@@ -277,6 +352,9 @@ func testPackets(ctx context.Context, t *testing.T, mode string, ref meshRef) {
 	})
 	t.Run("after a node is added, packets pass with its Peers and only then", func(t *testing.T) {
 		testNodeAdded(ctx, t, mode, ref)
+	})
+	t.Run("leaders behind NAT are reached while their own keepalives hold the mappings open", func(t *testing.T) {
+		testLeadersBehindNAT(ctx, t, mode, ref)
 	})
 	report.notef("%s: the packet checks took %.0fs", mode, time.Since(start).Seconds())
 }
@@ -288,6 +366,7 @@ func testBrokenPeer(ctx context.Context, t *testing.T, mode string, ref meshRef,
 	target, name := "cluster-b", peerName(ref, "cluster-a", "node-a1")
 	mr := delivering(ctx, t, ref, mode, target, name)
 	setPaused(ctx, t, mr, true)
+	resumeOnFailure(ctx, t, mr)
 	p := &kilov1alpha1.Peer{}
 	if err := kube[target].Get(ctx, client.ObjectKey{Name: name}, p); err != nil {
 		t.Fatal(err)
@@ -322,6 +401,7 @@ func testBrokenPeer(ctx context.Context, t *testing.T, mode string, ref meshRef,
 func testRotation(ctx context.Context, t *testing.T, mode string, ref meshRef, nodes map[string][]string) {
 	xr := meshObject(ref)
 	setPaused(ctx, t, xr, true)
+	resumeOnFailure(ctx, t, xr)
 	old := nodeOf(ctx, t, "cluster-a", "node-a1")
 	key := fixture.Key("node-a1 rotated")
 	if err := fixture.Apply(ctx, kube["cluster-a"], old.With(kilov1alpha1.AnnotationKey, key)); err != nil {
@@ -359,6 +439,8 @@ func testNodeAdded(ctx context.Context, t *testing.T, mode string, ref meshRef) 
 		}
 		waitConverged(ctx, t, ref, convergeTimeout)
 	})
+	// Cleanups run last first: the mesh resumes before node-z goes.
+	resumeOnFailure(ctx, t, xr)
 	nodes := reachable(map[string][]string{"cluster-c": {"node-z"}})
 	// node-z runs once it peers with cluster-c's Peers.
 	waitPeerKey(ctx, t, "cluster-c", []string{"node-z"}, nodeOf(ctx, t, "cluster-b", "node-b1").Annotations[kilov1alpha1.AnnotationKey])

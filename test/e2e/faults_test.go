@@ -375,42 +375,6 @@ func syncedMessage(u *unstructured.Unstructured) string {
 	return msg
 }
 
-// testCrash kills the function and both providers right after a node is
-// added, changes another node while they are down, and starts them again.
-func testCrash(ctx context.Context, t *testing.T, ref meshRef) {
-	before := uids(ref)
-	xrTrace.take(ref.String())
-	t0 := time.Now()
-	y := fixture.Full("node-y0", "10.1.200.0/24", "192.168.1.200", "10.201.0.200/16").With(kilov1alpha1.AnnotationEndpoint, "192.0.2.200:51820")
-	if err := fixture.Apply(ctx, kube["cluster-a"], y); err != nil {
-		t.Fatal(err)
-	}
-	procs := []string{"function-kilomesh", "provider-kubernetes", "provider-kilomesh"}
-	if err := scriptEnv(ctx, []string{"STACK_GRACE=0"}, "down.sh", procs...); err != nil {
-		t.Fatal(err)
-	}
-	c2 := nodeOf(ctx, t, "cluster-c", "node-c2").With(kilov1alpha1.AnnotationKey, fixture.Key("node-c2 while down"))
-	if err := fixture.Apply(ctx, kube["cluster-c"], c2); err != nil {
-		t.Fatal(err)
-	}
-	time.Sleep(10 * time.Second)
-	if err := script(ctx, "start.sh", procs...); err != nil {
-		t.Fatal(err)
-	}
-	took := waitConverged(ctx, t, ref, convergeTimeout)
-	t.Logf("converged %.1fs after the restart", took.Seconds())
-	report.xrEvents(ref.ns+": function and providers restarted", ref)
-	noDeletes(t, t0, ownedBy(ref), "the function and the providers were killed and restarted")
-	sameUIDs(t, ref, before, "the function and the providers were killed and restarted")
-
-	// node-y0 goes again once its Peers are past their creation grace period.
-	time.Sleep(35 * time.Second)
-	if err := fixture.Delete(ctx, kube["cluster-a"], "node-y0"); err != nil {
-		t.Fatal(err)
-	}
-	waitConverged(ctx, t, ref, convergeTimeout)
-}
-
 // testOutage stops a member's API server for E2E_OUTAGE: no Peer may be
 // deleted anywhere, the mesh says the member is unreachable, the others keep
 // following their changes; once it is back, the mesh converges.
@@ -641,7 +605,10 @@ func checkNoCredentials(ctx context.Context, t *testing.T) {
 		}
 		sources = append(sources, source{"events of " + c, out})
 	}
+	// The stack's processes, and every container of the real nodes:
+	// Crossplane, the packages, kube-proxy, CoreDNS.
 	logs, _ := filepath.Glob(filepath.Join(env.Dir, "logs", "*.log"))
+	logs = append(logs, podLogs()...)
 	for _, f := range logs {
 		b, err := os.ReadFile(f)
 		if err != nil {

@@ -1,22 +1,31 @@
 //go:build e2e
 
 // Package e2e tests kilomesh end to end on the local stack (test/stack):
-// several kube-apiservers as member clusters, Crossplane core, provider-
-// kubernetes, provider-kilomesh and function-kilomesh as local processes,
-// installed from their packages by Crossplane's package manager. Every
-// assertion reads the member clusters' API servers.
+// several kube-apiservers as member clusters, each with one real node
+// (containerd, a kubelet, kube-proxy and CoreDNS: test/stack/node.sh),
+// Crossplane installed by its Helm chart on the management cluster's node,
+// and provider-kubernetes, provider-kilomesh and function-kilomesh as the
+// pods Crossplane's package runtime makes, installed from their packages by
+// Crossplane's package manager. Every assertion reads the member clusters'
+// API servers; real pods of every member reach each other's pods and
+// Services through the mesh.
 //
-//	go test -tags e2e -count=1 -v -timeout 120m ./test/e2e/...
+//	go test -tags e2e -count=1 -v -timeout 120m ./test/e2e/...   (as root)
 //
 // TestMain brings the stack up in E2E_STACK_DIR (default .run/e2e) and down
 // at the end, with the data-plane harness (test/dataplane) standing in for
-// Kilo's agent on every Node. Environment:
+// Kilo's agent on every Node (on the real nodes, in their own network
+// namespaces), and fails when the run left anything on the machine
+// (node.sh leftovers, network namespaces, links, nft tables, processes).
+// Environment:
 //
 //	E2E_STACK_DIR  run folder of the stack
 //	E2E_REUSE=1    use the stack running in E2E_STACK_DIR, and leave it up
 //	               (TestUpgradeAndUninstall uninstalls kilomesh from it)
 //	E2E_KEEP=1     leave the stack up after the tests (for debugging)
-//	E2E_MODES      delivery modes to test (default "Objects PeerSet")
+//	E2E_MODES      delivery modes to test (default "Objects PeerSet"; the
+//	               Objects pass runs the steps whose outcome depends on the
+//	               delivery, E2E_OBJECTS=full runs every step)
 //	E2E_OUTAGE     how long a member API server stays down (default 2m)
 //	E2E_REPS       batches of changes of each kind measured per mode (default 3; Objects 1)
 //	E2E_BATCH      node changes made at once in a batch (default 8; Objects 24)
@@ -31,13 +40,18 @@ package e2e
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -45,13 +59,21 @@ import (
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
+	"github.com/kilomesh/kilomesh/test/dataplane"
 	"github.com/kilomesh/kilomesh/test/stack"
 )
 
 // The clusters of the stack: cluster-a is the management cluster and a
 // member; cluster-d has no Kilo Peer CRD; cluster-e and cluster-f are
-// members of the large mesh only (TestScale), with no data plane.
+// members of the large mesh only (TestScale), with no data plane. The
+// members of examples/mesh.yaml, cluster-a, -b and -c, have a real node
+// each; the others have the fixture's Nodes only: no test of theirs runs a
+// pod, and every kubelet holds seven of the machine's inotify instances
+// (128 per user by default; wireguard-go needs one per interface).
 var clusters = []string{"cluster-a", "cluster-b", "cluster-c", "cluster-d", "cluster-e", "cluster-f"}
+
+// withoutRealNode are the clusters without a real node.
+var withoutRealNode = []string{"cluster-d", "cluster-e", "cluster-f"}
 
 const noPeerCRD = "cluster-d"
 
@@ -72,14 +94,18 @@ func TestMain(m *testing.M) {
 }
 
 func run(m *testing.M) int {
+	flag.Parse() // for -test.timeout (stopBeforeTimeout)
 	ctrllog.SetLogger(zap.New(zap.WriteTo(io.Discard)))
-	// Deferred first, so it runs last: the stack is stopped before.
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var err error
 	top, err = filepath.Abs("../..")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	if err := rootAndTun(); err != nil {
+		fmt.Fprintln(os.Stderr, "e2e:", err)
 		return 1
 	}
 	dir := os.Getenv("E2E_STACK_DIR")
@@ -91,16 +117,29 @@ func run(m *testing.M) int {
 		return 1
 	}
 	os.Setenv("STACK_DIR", dir)
-	if os.Getenv("E2E_REUSE") != "1" {
-		if os.Getenv("E2E_KEEP") != "1" {
-			defer func() {
-				if err := script(ctx, "down.sh"); err != nil {
-					fmt.Fprintln(os.Stderr, "e2e: stopping the stack:", err)
-				}
-			}()
-		}
+	os.Setenv("STACK_REAL_NODES", "1")
+	owned := os.Getenv("E2E_REUSE") != "1"
+
+	// What the machine had before, for the leftovers check at the end;
+	// the teardown runs once, at the end, on SIGINT or SIGTERM, and
+	// before go test's own timeout would kill the process without it.
+	before, err := stack.Snapshot(ctx)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "e2e:", err)
+		return 1
+	}
+	var once sync.Once
+	teardown := func() (code int) {
+		once.Do(func() { code = stopAll(dir, owned, before) })
+		return code
+	}
+	defer teardown()
+	stopOnSignal(teardown)
+	stopBeforeTimeout(teardown)
+
+	if owned {
 		t0 := time.Now()
-		if err := scriptEnv(ctx, []string{"STACK_NO_PEER_CRD=" + noPeerCRD}, "up.sh", clusters...); err != nil {
+		if err := scriptEnv(ctx, []string{"STACK_NO_PEER_CRD=" + noPeerCRD, "STACK_NO_REAL_NODE=" + strings.Join(withoutRealNode, ",")}, "up.sh", clusters...); err != nil {
 			fmt.Fprintln(os.Stderr, "e2e: cannot start the stack:", err)
 			return 1
 		}
@@ -109,7 +148,7 @@ func run(m *testing.M) int {
 			fmt.Fprintln(os.Stderr, "e2e: cannot install kilomesh:", err)
 			return 1
 		}
-		fmt.Fprintf(os.Stderr, "e2e: stack up in %.1fs, kilomesh installed in %.1fs\n", t1.Sub(t0).Seconds(), time.Since(t1).Seconds())
+		fmt.Fprintf(os.Stderr, "e2e: stack with real nodes up in %.1fs, kilomesh installed in %.1fs\n", t1.Sub(t0).Seconds(), time.Since(t1).Seconds())
 	}
 	env, err = stack.Load(dir)
 	if err == nil {
@@ -120,10 +159,17 @@ func run(m *testing.M) int {
 		return 1
 	}
 	mgmt = kube[env.Management()]
+	xpMetrics.follow(ctx)
+	pkmMetrics.follow(ctx)
+	usageOf = sampleUsage(ctx)
 	var members []string
 	for _, c := range clusters {
 		if c != noPeerCRD {
 			members = append(members, c)
+		}
+		if _, ok := env.RealNode(c); !ok && !slices.Contains(withoutRealNode, c) {
+			fmt.Fprintf(os.Stderr, "e2e: %s has no real node: the stack in %s was not started with STACK_REAL_NODES=1\n", c, dir)
+			return 1
 		}
 	}
 	rec, err = newRecorder(ctx, env, members)
@@ -135,20 +181,131 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "e2e:", err)
 		return 1
 	}
+	if err := seedRealNodes(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, "e2e:", err)
+		return 1
+	}
 	if dp, err = startDataplane(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, "e2e:", err)
 		return 1
 	}
-	defer dp.Close()
 	report = newReporter(filepath.Join(dir, "e2e-report.txt"))
+	if realPods, err = deployRealPods(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, "e2e:", err)
+		return 1
+	}
+	if err := linkCrossplaneLog(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, "e2e: Crossplane's log:", err)
+		return 1
+	}
 	if pluginBin, err = buildPlugin(ctx, dir); err != nil {
 		fmt.Fprintln(os.Stderr, "e2e:", err)
 		return 1
 	}
 	xpBreaker = watchBreaker(ctx)
 	code := m.Run()
+	// The address rule, while everything still runs: nothing of the run
+	// listens on, or talks to, an address of the machine but loopback.
+	if bad, err := stack.HostSockets(dir); err != nil || len(bad) > 0 {
+		fmt.Fprintf(os.Stderr, "e2e: sockets of the run in the host's network namespace that break the address rule: %v %v\n", bad, err)
+		code = 1
+	}
 	report.write()
+	if c := teardown(); c != 0 {
+		code = c
+	}
 	return code
+}
+
+// rootAndTun says why the run cannot have real nodes and a data plane:
+// both need root, the data plane /dev/net/tun.
+func rootAndTun() error {
+	if os.Getuid() != 0 {
+		return errors.New("the real nodes and the data plane need root")
+	}
+	fi, err := os.Stat("/dev/net/tun")
+	if err != nil {
+		return fmt.Errorf("the data plane needs /dev/net/tun: %w", err)
+	}
+	if fi.Mode()&os.ModeCharDevice == 0 {
+		return errors.New("the data plane needs /dev/net/tun, which is no character device here")
+	}
+	return nil
+}
+
+// stopAll stops the data plane and, for a stack of its own, the stack
+// (down.sh: the real nodes first), then checks that the run left nothing
+// on the machine; it returns 1 when it did.
+func stopAll(dir string, owned bool, before stack.Machine) int {
+	// The data plane's interfaces are named km<run>w<n> after its hub
+	// namespace km<run>-hub: their sockets must go with it.
+	var wgSockets string
+	if st, err := dataplane.LoadState(filepath.Join(dir, "dataplane")); err == nil && len(st.Namespaces) > 0 {
+		wgSockets = "/var/run/wireguard/" + strings.TrimSuffix(st.Namespaces[0], "-hub") + "w*.sock"
+	}
+	if dp != nil {
+		dp.Close()
+	}
+	code := 0
+	if wgSockets != "" {
+		if left, _ := filepath.Glob(wgSockets); len(left) > 0 {
+			fmt.Fprintln(os.Stderr, "e2e: left behind: WireGuard sockets of the data plane:", left)
+			code = 1
+		}
+	}
+	if !owned || os.Getenv("E2E_KEEP") == "1" {
+		return code
+	}
+	// Not the run's context: the teardown must run after it is cancelled.
+	ctx := context.Background()
+	if err := script(ctx, "down.sh"); err != nil {
+		fmt.Fprintln(os.Stderr, "e2e: stopping the stack:", err)
+		code = 1
+	}
+	left, err := stack.Leftovers(ctx, top, dir, before)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "e2e: the leftovers check:", err)
+		return 1
+	}
+	for _, l := range left {
+		fmt.Fprintln(os.Stderr, "e2e: left behind:", l)
+		code = 1
+	}
+	if len(left) == 0 {
+		fmt.Fprintln(os.Stderr, "e2e: the run left nothing behind (node.sh leftovers, namespaces, links, routes, nft tables, cgroups, mounts, processes)")
+	}
+	return code
+}
+
+// stopOnSignal tears the stack down on SIGINT or SIGTERM, then exits.
+func stopOnSignal(teardown func() int) {
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		s := <-ch
+		fmt.Fprintf(os.Stderr, "e2e: %s: stopping the stack\n", s)
+		teardown()
+		os.Exit(1)
+	}()
+}
+
+// stopBeforeTimeout tears the stack down two minutes before go test's
+// -timeout, which panics and exits without running deferred functions.
+func stopBeforeTimeout(teardown func() int) {
+	f := flag.Lookup("test.timeout")
+	if f == nil {
+		return
+	}
+	d, err := time.ParseDuration(f.Value.String())
+	if err != nil || d <= 0 {
+		return
+	}
+	margin := min(2*time.Minute, d/10)
+	time.AfterFunc(d-margin, func() {
+		fmt.Fprintf(os.Stderr, "e2e: %s of go test's %s timeout left: stopping the stack\n", margin, d)
+		teardown()
+		os.Exit(1)
+	})
 }
 
 // script runs a script of test/stack with the stack's settings, its

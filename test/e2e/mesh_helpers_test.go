@@ -192,13 +192,17 @@ func meshPeers(member string, ref meshRef) []kilov1alpha1.Peer {
 	return out
 }
 
-// notConverged says how the members differ from what the planner computes
-// from their Nodes for the mesh's current spec, or nothing. Members that are
-// not in the spec must hold none of the mesh's Peers.
-func notConverged(ctx context.Context, ref meshRef) string {
+// notConvergedWith says how the members differ from what the planner
+// computes from their Nodes for the mesh's current spec as edit changes it
+// (nil: as it is), or nothing. Members that are not in the spec must hold
+// none of the mesh's Peers.
+func notConvergedWith(ctx context.Context, ref meshRef, edit func(*meshv1alpha1.ClusterMeshSpec)) string {
 	_, spec, err := stack.GetMesh(ctx, mgmt, ref.ns, ref.name)
 	if err != nil {
 		return err.Error()
+	}
+	if edit != nil {
+		edit(spec)
 	}
 	plan, err := stack.Want(ctx, kube, ref.ns, ref.name, spec)
 	if err != nil {
@@ -211,10 +215,17 @@ func notConverged(ctx context.Context, ref meshRef) string {
 // computes, and returns how long that took.
 func waitConverged(ctx context.Context, t *testing.T, ref meshRef, timeout time.Duration) time.Duration {
 	t.Helper()
+	return waitConvergedWith(ctx, t, ref, timeout, nil)
+}
+
+// waitConvergedWith is waitConverged against the plan of the mesh's spec as
+// edit changes it.
+func waitConvergedWith(ctx context.Context, t *testing.T, ref meshRef, timeout time.Duration, edit func(*meshv1alpha1.ClusterMeshSpec)) time.Duration {
+	t.Helper()
 	start := time.Now()
 	var why string
 	for time.Since(start) < timeout {
-		if why = notConverged(ctx, ref); why == "" {
+		if why = notConvergedWith(ctx, ref, edit); why == "" {
 			return time.Since(start)
 		}
 		time.Sleep(250 * time.Millisecond)
@@ -293,5 +304,3 @@ func metric(addr, name string) (float64, error) {
 	}
 	return sum, s.Err()
 }
-
-func crossplaneMetrics() string { return "127.0.0.1:" + env.Vars["CROSSPLANE_METRICS_PORT"] }

@@ -21,6 +21,7 @@ type reporter struct {
 	sources map[string]*stepEvents     // XR watch events by source, by step
 	order   []string                   // steps in the order first seen
 	notes   []string
+	faults  []string // the fault table's rows
 }
 
 // stepEvents are the watch events of the XR during every run of one step.
@@ -63,6 +64,15 @@ func (r *reporter) count(mode, kind string, n float64) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.events[mode+" "+kind] = append(r.events[mode+" "+kind], n)
+}
+
+// fault adds a row to the fault table: what went wrong, how many Peers of
+// the mesh were lost and written again, how long the mesh took to converge
+// (from the node's addition, the fault's end included).
+func (r *reporter) fault(mode, name string, lost, rewritten int, took time.Duration, note string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.faults = append(r.faults, fmt.Sprintf("  %-8s %-48s %5d %9d %9.1f  %s", mode, name, lost, rewritten, took.Seconds(), note))
 }
 
 func (r *reporter) notef(format string, a ...any) {
@@ -135,6 +145,19 @@ func (r *reporter) text() string {
 			}
 			line, total := tally(mean)
 			fmt.Fprintf(&b, "  %-40s n=%-3d %5d  %s\n", step, se.runs, total, line)
+		}
+		b.WriteString("\n")
+	}
+	if usageOf != nil {
+		if u := usageOf.text(); u != "" {
+			b.WriteString("CPU and resident memory of the packages' and Crossplane's pods (their cgroups on the management node, every 5 s):\n" + u + "\n")
+		}
+	}
+	if len(r.faults) > 0 {
+		b.WriteString("fault table (real pods; a node of cluster-a added as each fault began; converged: seconds from then, the fault's end included):\n")
+		fmt.Fprintf(&b, "  %-8s %-48s %5s %9s %9s  %s\n", "mode", "fault", "lost", "rewritten", "converged", "what happened")
+		for _, f := range r.faults {
+			b.WriteString(f + "\n")
 		}
 		b.WriteString("\n")
 	}

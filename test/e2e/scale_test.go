@@ -228,6 +228,11 @@ func TestScale(t *testing.T) {
 			func() error { return mgmt.Create(ctx, scaleMesh()) })
 		step(fmt.Sprintf("mesh created, %d Peers delivered", len(scaleMembers)*(len(scaleMembers)-1)*scaleNodes), d)
 		waitCondition(ctx, t, scaleRef, "Ready", "True", convergeTimeout)
+		// The gate a script puts before what follows: kubectl kilomesh
+		// status --wait returns 0 once every member holds every Peer.
+		if out, code := kilomesh(ctx, "status", scaleRef.name, "-n", scaleRef.ns, "--wait", "--timeout", convergeTimeout.String()); code != 0 {
+			t.Fatalf("kubectl kilomesh status --wait on the large mesh exited %d, want 0 (converged):\n%s", code, out)
+		}
 	})
 
 	t.Run("50 nodes change at once", func(t *testing.T) {

@@ -10,9 +10,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -20,14 +22,17 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	authv1 "k8s.io/api/authentication/v1"
+	authzv1 "k8s.io/api/authorization/v1"
+	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	kerrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kilov1alpha1 "github.com/kilomesh/kilomesh/apis/kilo/v1alpha1"
@@ -36,88 +41,87 @@ import (
 	"github.com/kilomesh/kilomesh/test/stack/fixture"
 )
 
-// The release the stack installs, and the one the test upgrades to; both
-// are built from this tree.
-const (
-	fromVersion = "v0.1.0"
-	toVersion   = "v0.2.0"
-)
+// fromVersion is the release the upgrade starts from, built as it was
+// released, from its tag (test/stack/release.sh); the upgrade goes to this
+// tree, which the stack installed (crossplane-up.sh) as toVersion.
+const fromVersion = "v0.1.0"
+
+// toVersion is the version of this tree's packages on the stack.
+func toVersion() string { return env.Vars["KILOMESH_VERSION"] }
 
 // A pkg is one package of kilomesh as the stack runs it.
 type pkg struct {
-	process  string // the local process (test/stack/runtime.sh)
 	name     string // the package's name in Crossplane
 	kind     string // function or provider
 	upgrades bool   // part of a kilomesh release
 }
 
 var pkgs = []pkg{
-	{"function-kilomesh", "kilomesh-function-kilomesh", "function", true},
-	{"provider-kubernetes", "crossplane-contrib-provider-kubernetes", "provider", false},
-	{"provider-kilomesh", "kilomesh-provider-kilomesh", "provider", true},
+	{"kilomesh-function-kilomesh", "function", true},
+	{"crossplane-contrib-provider-kubernetes", "provider", false},
+	{"kilomesh-provider-kilomesh", "provider", true},
 }
 
 // TestUpgradeAndUninstall checks what users get from the packages: both
-// platforms in the registry, every package process under the identity
-// Crossplane gives it, a mesh that survives the upgrade from v0.1.0 to
-// v0.2.0 the way docs/upgrade.md does it without a Peer written again, and
-// docs/install.md's uninstall that leaves nothing of kilomesh behind. It
-// uninstalls kilomesh, so it runs last; a stack reused with E2E_REUSE=1
-// needs crossplane-up.sh again afterwards.
+// platforms in the registry, every package's pod under the identity
+// Crossplane gives it; then kilomesh is uninstalled and v0.1.0, as it was
+// released, installed; two meshes on it survive the upgrade to this tree
+// the way docs/upgrade.md does it without a Peer written again; and
+// docs/install.md's uninstall leaves nothing of kilomesh behind. The
+// install paths of docs/install.md run last, on a Crossplane of another
+// namespace. It uninstalls kilomesh and moves Crossplane, so it runs last;
+// a stack reused with E2E_REUSE=1 needs a new stack afterwards.
 func TestUpgradeAndUninstall(t *testing.T) {
 	ctx := context.Background()
-	// v0.2.0 is built and published while the mesh converges.
-	published := make(chan error, 1)
-	go func() { published <- publish(ctx, toVersion) }()
+	// v0.1.0 is built while the tests run on this tree.
+	released := make(chan releaseResult, 1)
+	go func() { released <- release(ctx, fromVersion) }()
 
 	t.Run("multi-platform packages in the registry", func(t *testing.T) { testPlatforms(ctx, t) })
-	t.Run("packages run as their ServiceAccounts", func(t *testing.T) { testIdentities(ctx, t) })
+	t.Run("packages run as their ServiceAccounts", func(t *testing.T) { testIdentities(ctx, t, toVersion()) })
 	t.Run("the mesh of docs/install.md", func(t *testing.T) { testInstallGuideMesh(ctx, t) })
-	ref := meshRef{ns: "upgrade", name: "mesh"}
-	if !t.Run("a mesh on "+fromVersion, func(t *testing.T) { testUpgradeMesh(ctx, t, ref) }) {
+	r := <-released
+	if r.err != nil {
+		t.Fatalf("cannot build %s as it was released: %v", fromVersion, r.err)
+	}
+	if !t.Run(fromVersion+" installed as it was released", func(t *testing.T) { testInstallRelease(ctx, t, r) }) {
 		t.FailNow()
 	}
-	if err := <-published; err != nil {
-		t.Fatalf("cannot publish %s: %v", toVersion, err)
-	}
-	if !t.Run("upgrade to "+toVersion, func(t *testing.T) { testUpgrade(ctx, t, ref) }) {
+	meshes := []meshRef{{ns: "upgrade", name: "mesh"}, {ns: "upgrade-defaults", name: "mesh"}}
+	if !t.Run("meshes on "+fromVersion, func(t *testing.T) { testUpgradeMeshes(ctx, t, meshes[0], meshes[1]) }) {
 		t.FailNow()
 	}
-	t.Run("packages run as their ServiceAccounts after the upgrade", func(t *testing.T) { testIdentities(ctx, t) })
-	t.Run("a changed config takes effect at once", func(t *testing.T) { testConfigFollowed(ctx, t, ref) })
+	if !t.Run("upgrade to "+toVersion(), func(t *testing.T) { testUpgrade(ctx, t, meshes) }) {
+		t.FailNow()
+	}
+	t.Run("packages run as their ServiceAccounts after the upgrade", func(t *testing.T) { testIdentities(ctx, t, toVersion()) })
+	t.Run("a changed config takes effect at once", func(t *testing.T) { testConfigFollowed(ctx, t, meshes[0]) })
 	t.Run("uninstall", func(t *testing.T) { testUninstall(ctx, t) })
+	t.Run("install paths", func(t *testing.T) { testInstallPaths(ctx, t) })
 	t.Run("no credentials in status, events or logs", func(t *testing.T) { checkNoCredentials(ctx, t) })
 }
 
-// publish builds the packages of a release of kilomesh and pushes them to
-// the stack's registry, the function and the provider as multi-platform
-// indexes.
-func publish(ctx context.Context, version string) error {
+// A releaseResult is a release built and pushed by test/stack/release.sh:
+// its commit, and whether it came from the tag or from package/releases.
+type releaseResult struct {
+	commit, from string
+	err          error
+}
+
+// release builds a released version of kilomesh's packages from its tag,
+// with its own build, and pushes them to the stack's registry.
+func release(ctx context.Context, version string) releaseResult {
 	start := time.Now()
-	log, err := os.Create(filepath.Join(env.Dir, "logs", "publish-"+version+".log"))
+	cmd := exec.CommandContext(ctx, filepath.Join(top, "test", "stack", "release.sh"), version)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
 	if err != nil {
-		return err
+		return releaseResult{err: fmt.Errorf("test/stack/release.sh %s: %w: %s", version, err, stderr.String())}
 	}
-	defer log.Close()
-	run := func(args ...string) error {
-		cmd := exec.CommandContext(ctx, filepath.Join(top, args[0]), args[1:]...)
-		cmd.Env = append(os.Environ(), "VERSION="+version)
-		cmd.Stdout, cmd.Stderr = log, log
-		if err := cmd.Run(); err != nil {
-			return fmt.Errorf("%s: %w (log: %s)", strings.Join(args, " "), err, log.Name())
-		}
-		return nil
-	}
-	for _, p := range []string{"function", "provider", "configuration"} {
-		if err := run("package/build.sh", p); err != nil {
-			return err
-		}
-	}
-	if err := run("package/push.sh", env.Vars["REGISTRY_ADDRESS"], "function", "provider", "configuration"); err != nil {
-		return err
-	}
-	report.notef("built and published kilomesh %s (linux/amd64 and linux/arm64) in %.1fs", version, time.Since(start).Seconds())
-	return nil
+	commit, from, _ := strings.Cut(strings.TrimSpace(string(out)), " ")
+	report.notef("built kilomesh %s as it was released, commit %s from the %s, with its own package/build.sh, in %.1fs", version, commit, from, time.Since(start).Seconds())
+	return releaseResult{commit: commit, from: from}
 }
 
 // testPlatforms reads the function's and the provider's packages from the
@@ -127,7 +131,7 @@ func publish(ctx context.Context, version string) error {
 func testPlatforms(ctx context.Context, t *testing.T) {
 	for _, n := range []string{"function-kilomesh", "provider-kilomesh"} {
 		t.Run(n, func(t *testing.T) {
-			ref := fmt.Sprintf("%s/kilomesh/%s:%s", env.Vars["REGISTRY_ADDRESS"], n, fromVersion)
+			ref := fmt.Sprintf("%s/kilomesh/%s:%s", env.Vars["REGISTRY_ADDRESS"], n, toVersion())
 			b, err := crane(ctx, nil, "manifest", ref)
 			if err != nil {
 				t.Fatal(err)
@@ -204,7 +208,7 @@ func checkImage(ctx context.Context, t *testing.T, binary, platform, ref string)
 	}
 	entry := "/usr/local/bin/" + binary
 	got := fmt.Sprintf("%s/%s user=%s entrypoint=%v version=%s", cf.OS, cf.Architecture, cf.Config.User, cf.Config.Entrypoint, cf.Config.Labels["org.opencontainers.image.version"])
-	want := fmt.Sprintf("%s user=65532:65532 entrypoint=[%s] version=%s", platform, entry, fromVersion)
+	want := fmt.Sprintf("%s user=65532:65532 entrypoint=[%s] version=%s", platform, entry, toVersion())
 	if got != want {
 		t.Errorf("the %s image of %s: %s, want %s", platform, binary, got, want)
 	}
@@ -275,70 +279,55 @@ func activeRevision(ctx context.Context, p pkg) (*unstructured.Unstructured, err
 	return &active[0], nil
 }
 
-// serviceAccountOf returns the ServiceAccount a revision's runtime uses: the
-// one of the Deployment Crossplane made for a provider revision, and for a
-// function revision (External runtime) the one the Deployment runtime would
-// make, named after the revision.
-func serviceAccountOf(ctx context.Context, rev *unstructured.Unstructured, kind string) (string, error) {
-	if kind == "function" {
-		return rev.GetName(), nil
-	}
-	l := &unstructured.UnstructuredList{}
-	l.SetAPIVersion("apps/v1")
-	l.SetKind("DeploymentList")
-	if err := mgmt.List(ctx, l, client.InNamespace(env.Vars["CROSSPLANE_NAMESPACE"])); err != nil {
-		return "", err
-	}
-	for _, d := range l.Items {
-		for _, o := range d.GetOwnerReferences() {
-			if o.UID == rev.GetUID() {
-				sa, _, _ := unstructured.NestedString(d.Object, "spec", "template", "spec", "serviceAccountName")
-				return sa, nil
-			}
-		}
-	}
-	return "", fmt.Errorf("no Deployment of %s", rev.GetName())
-}
-
-// testIdentities checks that every package process runs with a kubeconfig
-// holding a TokenRequest token of the ServiceAccount Crossplane's runtime
-// gives its active revision, that the process is the one of that revision,
-// and that Crossplane's RBAC manager bound the revision's ClusterRole to
-// that ServiceAccount.
-func testIdentities(ctx context.Context, t *testing.T) {
-	ns := env.Vars["CROSSPLANE_NAMESPACE"]
+// testIdentities checks that the pod of every package's active revision
+// runs the revision's image of version (provider-kubernetes: its own),
+// under the ServiceAccount of the Deployment Crossplane's runtime made for
+// the revision, with a token the API server says is that ServiceAccount's
+// and that expires (the pod's projected token, read where the kubelet
+// mounts it), and that Crossplane's RBAC manager bound the revision's
+// ClusterRole to that ServiceAccount. provider-kilomesh's is the grant's
+// ServiceAccount provider-kilomesh, through the ImageConfigs of
+// docs/install.md's mirror block, and may read provider-kubernetes'
+// configs.
+func testIdentities(ctx context.Context, t *testing.T, version string) {
+	ns := crossplaneNamespace()
 	for _, p := range pkgs {
-		t.Run(p.process, func(t *testing.T) {
+		t.Run(p.name, func(t *testing.T) {
 			rev, err := activeRevision(ctx, p)
 			if err != nil {
 				t.Fatal(err)
 			}
-			sa, err := serviceAccountOf(ctx, rev, p.kind)
+			pod, err := revisionPod(ctx, rev.GetName())
 			if err != nil {
 				t.Fatal(err)
 			}
-			cmd, err := os.ReadFile(filepath.Join(env.Dir, "cmd", p.process))
+			image := pod.Spec.Containers[0].Image
+			if !strings.HasPrefix(image, env.Vars["REGISTRY_NODE_ADDRESS"]+"/") || p.upgrades && !strings.HasSuffix(image, ":"+version) {
+				t.Errorf("pod %s runs %s, want %s from the registry at %s", pod.Name, image, version, env.Vars["REGISTRY_NODE_ADDRESS"])
+			}
+			if pod.Spec.NodeName != realNode(env.Management()) {
+				t.Errorf("pod %s runs on %q, want %s", pod.Name, pod.Spec.NodeName, realNode(env.Management()))
+			}
+			sa, err := serviceAccountOf(ctx, rev)
 			if err != nil {
 				t.Fatal(err)
 			}
-			kcfg := filepath.Join(env.Dir, "identities", p.process+".kubeconfig")
-			if !strings.Contains(string(cmd), "KUBECONFIG="+kcfg) || !strings.Contains(string(cmd), "/runtime/"+rev.GetName()+"/") {
-				t.Errorf("%s does not run the binary of %s with %s:\n%s", p.process, rev.GetName(), kcfg, cmd)
+			if pod.Spec.ServiceAccountName != sa {
+				t.Errorf("pod %s runs as ServiceAccount %s, its Deployment names %s", pod.Name, pod.Spec.ServiceAccountName, sa)
 			}
-			for _, c := range env.Clusters() {
-				if strings.Contains(string(cmd), env.Kubeconfig(c)) {
-					t.Errorf("%s runs with the admin kubeconfig of %s", p.process, c)
-				}
+			token, err := podToken(pod)
+			if err != nil {
+				t.Fatal(err)
 			}
-			user, exp, err := whoami(ctx, kcfg)
+			user, exp, err := whoami(ctx, token)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if want := "system:serviceaccount:" + ns + ":" + sa; user != want {
-				t.Errorf("%s runs as %s, want %s", p.process, user, want)
+				t.Errorf("pod %s runs as %s, want %s", pod.Name, user, want)
 			}
 			if !exp {
-				t.Errorf("the token of %s does not expire: not a TokenRequest token", p.process)
+				t.Errorf("the token of pod %s does not expire: not a projected token", pod.Name)
 			}
 			if p.kind != "provider" {
 				return
@@ -354,18 +343,78 @@ func testIdentities(ctx context.Context, t *testing.T) {
 			if !bound {
 				t.Errorf("the ClusterRole of %s is bound to %v, not to %s/%s", rev.GetName(), crb.Subjects, ns, sa)
 			}
+			if p.name != pkgs[2].name {
+				return
+			}
+			// The grant survives the mirror: the runtime config comes from
+			// the ImageConfig of the mirrored image.
+			if sa != "provider-kilomesh" {
+				t.Errorf("provider-kilomesh runs as %s, not the ServiceAccount provider-kilomesh its grant names", sa)
+			}
+			refs, _, _ := unstructured.NestedSlice(rev.Object, "status", "appliedImageConfigRefs")
+			applied := map[string]string{}
+			for _, r := range refs {
+				m, _ := r.(map[string]any)
+				applied[fmt.Sprint(m["reason"])] = fmt.Sprint(m["name"])
+			}
+			if applied["RewriteImage"] != "kilomesh-mirror" || applied["ConfigureRuntime"] != "provider-kilomesh-runtime-mirror" {
+				t.Errorf("the revision %s applied the ImageConfigs %v, want kilomesh-mirror (RewriteImage) and provider-kilomesh-runtime-mirror (ConfigureRuntime)", rev.GetName(), refs)
+			}
+			if err := canI(ctx, token, "kubernetes.m.crossplane.io", "providerconfigs", "watch"); err != nil {
+				t.Errorf("provider-kilomesh: %v", err)
+			}
 		})
 	}
 }
 
-// whoami asks the management cluster who a kubeconfig is, and tells
-// whether its token expires.
-func whoami(ctx context.Context, kubeconfig string) (string, bool, error) {
-	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
-	if err != nil {
-		return "", false, err
+// serviceAccountOf returns the ServiceAccount of the Deployment that
+// Crossplane's package runtime made for a revision.
+func serviceAccountOf(ctx context.Context, rev *unstructured.Unstructured) (string, error) {
+	l := &appsv1.DeploymentList{}
+	if err := mgmt.List(ctx, l, client.InNamespace(crossplaneNamespace())); err != nil {
+		return "", err
 	}
-	c, err := client.New(cfg, client.Options{})
+	for _, d := range l.Items {
+		for _, o := range d.GetOwnerReferences() {
+			if o.UID == rev.GetUID() {
+				return d.Spec.Template.Spec.ServiceAccountName, nil
+			}
+		}
+	}
+	return "", fmt.Errorf("no Deployment of %s", rev.GetName())
+}
+
+// podToken reads the ServiceAccount token a pod of the management
+// cluster's node runs with, where its container sees it (through the root
+// of its process: the kubelet mounts it inside the node's mount
+// namespace).
+func podToken(p *corev1.Pod) (string, error) {
+	pids, err := containerPIDs(p, p.Spec.Containers[0].Name)
+	if err != nil {
+		return "", err
+	}
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pids[0]) + "/root/var/run/secrets/kubernetes.io/serviceaccount/token")
+	if err != nil {
+		return "", fmt.Errorf("the token of pod %s: %w", p.Name, err)
+	}
+	return strings.TrimSpace(string(b)), nil
+}
+
+// tokenClient is a client of the management cluster with a bearer token.
+func tokenClient(token string) (client.Client, error) {
+	cfg, err := env.RESTConfig(env.Management())
+	if err != nil {
+		return nil, err
+	}
+	cfg = rest.AnonymousClientConfig(cfg)
+	cfg.BearerToken = token
+	return client.New(cfg, client.Options{})
+}
+
+// whoami asks the management cluster who a token is, and tells whether it
+// expires.
+func whoami(ctx context.Context, token string) (string, bool, error) {
+	c, err := tokenClient(token)
 	if err != nil {
 		return "", false, err
 	}
@@ -373,7 +422,7 @@ func whoami(ctx context.Context, kubeconfig string) (string, bool, error) {
 	if err := c.Create(ctx, r); err != nil {
 		return "", false, err
 	}
-	parts := strings.Split(cfg.BearerToken, ".")
+	parts := strings.Split(token, ".")
 	claims := struct {
 		Exp int64 `json:"exp"`
 	}{}
@@ -382,8 +431,26 @@ func whoami(ctx context.Context, kubeconfig string) (string, bool, error) {
 			_ = json.Unmarshal(b, &claims)
 		}
 	}
-	badTokens = append(badTokens, cfg.BearerToken)
+	badTokens = append(badTokens, token)
 	return r.Status.UserInfo.Username, claims.Exp > 0, nil
+}
+
+// canI fails unless a token may do verb on a resource of every namespace.
+func canI(ctx context.Context, token, group, resource, verb string) error {
+	c, err := tokenClient(token)
+	if err != nil {
+		return err
+	}
+	r := &authzv1.SelfSubjectAccessReview{Spec: authzv1.SelfSubjectAccessReviewSpec{
+		ResourceAttributes: &authzv1.ResourceAttributes{Group: group, Resource: resource, Verb: verb},
+	}}
+	if err := c.Create(ctx, r); err != nil {
+		return err
+	}
+	if !r.Status.Allowed {
+		return fmt.Errorf("may not %s %s.%s: %s", verb, resource, group, r.Status.Reason)
+	}
+	return nil
 }
 
 // doc runs a shell block of the documentation against the stack
@@ -458,51 +525,264 @@ func testInstallGuideMesh(ctx context.Context, t *testing.T) {
 	})
 }
 
-// upgradeMember is cluster-c's entry of the upgrade test's mesh: it is
-// reached through a ClusterProviderConfig, so provider-kilomesh must be
-// able to read those too.
-const upgradeClusterProviderConfig = "upgrade-cluster-c"
-
-// testUpgradeMesh creates a three-member mesh with PeerSet delivery (so
-// that provider-kilomesh writes the Peers), one member reached through a
-// ClusterProviderConfig, and checks what kubectl and crossplane resource
-// trace show of it.
-func testUpgradeMesh(ctx context.Context, t *testing.T, ref meshRef) {
-	resetNodes(ctx, t)
-	if err := script(ctx, "providerconfigs.sh", append([]string{ref.ns}, meshMembers...)...); err != nil {
+// testInstallRelease uninstalls this tree's kilomesh as docs/install.md
+// says, then installs the release fromVersion the way its users installed
+// it: the grant, then the Configuration with crossplane xpkg install. Its
+// function and provider are installed first, at its own version, under the
+// names dependency resolution gives them: the Configuration of v0.1.0 asks
+// for ">=v0.1.0", which the registry's newer packages would satisfy too,
+// whereas its users got v0.1.0, the only release there was. What is
+// installed must then be the release, with its own defaults: the XRD's
+// delivery defaults to Objects and providerConfigRef.kind to
+// ClusterProviderConfig.
+func testInstallRelease(ctx context.Context, t *testing.T, r releaseResult) {
+	if err := script(ctx, "doc.sh", "docs/install.md", "uninstall"); err != nil {
 		t.Fatal(err)
 	}
-	cpc := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "kubernetes.m.crossplane.io/v1alpha1",
-		"kind":       "ClusterProviderConfig",
-		"metadata":   map[string]any{"name": upgradeClusterProviderConfig},
-		"spec": map[string]any{"credentials": map[string]any{
-			"source":    "Secret",
-			"secretRef": map[string]any{"namespace": ref.ns, "name": "cluster-c-kubeconfig", "key": "kubeconfig"},
-		}},
-	}}
-	if err := mgmt.Create(ctx, cpc); err != nil && !kerrors.IsAlreadyExists(err) {
-		t.Fatal(err)
-	}
-	c := member("cluster-c", upgradeClusterProviderConfig)
-	c.ProviderConfigRef.Kind = "ClusterProviderConfig"
+	waitKilomeshGone(ctx, t)
 	start := time.Now()
-	if err := mgmt.Create(ctx, newMesh(ref, "PeerSet", member("cluster-a", "cluster-a"), member("cluster-b", "cluster-b"), c)); err != nil {
+	if err := script(ctx, "doc.sh", "docs/install.md", "control-plane-grant", "xp_ns="+crossplaneNamespace()); err != nil {
 		t.Fatal(err)
 	}
-	waitConverged(ctx, t, ref, convergeTimeout)
-	waitCondition(ctx, t, ref, "Ready", "True", convergeTimeout)
-	report.notef("upgrade: the %s mesh (PeerSet delivery, one member through a ClusterProviderConfig) was Ready %.1fs after it was created", fromVersion, time.Since(start).Seconds())
+	for _, p := range []pkg{pkgs[0], pkgs[2]} {
+		ref := fmt.Sprintf("xpkg.crossplane.io/kilomesh/%s:%s", strings.TrimPrefix(p.name, "kilomesh-"), fromVersion)
+		cmd := exec.CommandContext(ctx, filepath.Join(env.Vars["STACK_BIN"], "crossplane"), "xpkg", "install", p.kind, ref, p.name)
+		cmd.Env = append(os.Environ(), "KUBECONFIG="+env.Kubeconfig(env.Management()))
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("crossplane xpkg install %s %s: %v: %s", p.kind, ref, err, out)
+		}
+	}
+	if err := script(ctx, "doc.sh", "docs/install.md", "install-configuration", "version="+fromVersion); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []pkg{pkgs[0], pkgs[2]} {
+		waitFor(ctx, t, fromVersion+"'s pod of "+p.name, func() error {
+			pod, err := packagePod(ctx, p)
+			if err == nil && !strings.HasSuffix(pod.Spec.Containers[0].Image, ":"+fromVersion) {
+				err = fmt.Errorf("pod %s runs %s", pod.Name, pod.Spec.Containers[0].Image)
+			}
+			if err == nil && !ready(pod) {
+				err = fmt.Errorf("pod %s is not ready", pod.Name)
+			}
+			return err
+		})
+	}
+	xrd := &unstructured.Unstructured{}
+	xrd.SetAPIVersion("apiextensions.crossplane.io/v2")
+	xrd.SetKind("CompositeResourceDefinition")
+	if err := mgmt.Get(ctx, client.ObjectKey{Name: "clustermeshes.kilomesh.io"}, xrd); err != nil {
+		t.Fatal(err)
+	}
+	versions, _, _ := unstructured.NestedSlice(xrd.Object, "spec", "versions")
+	if len(versions) == 0 {
+		t.Fatal("the XRD has no version")
+	}
+	spec, _, _ := unstructured.NestedMap(versions[0].(map[string]any), "schema", "openAPIV3Schema", "properties", "spec", "properties")
+	delivery, _, _ := unstructured.NestedString(spec, "delivery", "default")
+	kind, _, _ := unstructured.NestedString(spec, "clusters", "items", "properties", "providerConfigRef", "properties", "kind", "default")
+	if delivery != "Objects" || kind != "ClusterProviderConfig" {
+		t.Errorf("the installed XRD defaults delivery to %q and providerConfigRef.kind to %q: not %s's Objects and ClusterProviderConfig", delivery, kind, fromVersion)
+	}
+	report.notef("%s (commit %s, from the %s) installed as its users installed it %.1fs after this tree's kilomesh was uninstalled", fromVersion, r.commit, r.from, time.Since(start).Seconds())
+}
 
-	// The NODES column of the inventories, as the API server's Table says.
-	out, err := kubectl(ctx, env.Management(), "get", "nodeinventories.kube.kilomesh.io", "-n", ref.ns)
+// releaseOnly are the Peers of the upgrade's meshes (member/name) that
+// fromVersion delivers and this tree does not plan: those of nodes Kilo
+// leaves out of its own mesh (node-c2, without an endpoint), which v0.1.0
+// gave a Peer without an endpoint (docs/upgrade.md, notes for v0.2.0).
+var releaseOnly []string
+
+// waitReleaseConverged waits until every member holds every Peer this tree
+// plans for the mesh, with every member's node networks declared, as it
+// plans it, and returns the Peers each member holds beyond them.
+func waitReleaseConverged(ctx context.Context, t *testing.T, ref meshRef) map[string][]string {
+	t.Helper()
+	deadline := time.Now().Add(convergeTimeout)
+	for {
+		extra, why := releaseDiff(ctx, ref)
+		if why == "" {
+			return extra
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s does not hold this tree's plan with the node networks declared within %s: %s", ref, convergeTimeout, why)
+		}
+		time.Sleep(time.Second)
+	}
+}
+
+func releaseDiff(ctx context.Context, ref meshRef) (map[string][]string, string) {
+	_, spec, err := stack.GetMesh(ctx, mgmt, ref.ns, ref.name)
+	if err != nil {
+		return nil, err.Error()
+	}
+	withNodeNetworks(spec)
+	plan, err := stack.Want(ctx, kube, ref.ns, ref.name, spec)
+	if err != nil {
+		return nil, "cannot plan: " + err.Error()
+	}
+	extra := map[string][]string{}
+	for _, m := range rec.memberNames() {
+		want := map[string]bool{}
+		for _, p := range plan.Peers[m] {
+			want[p.Name] = true
+		}
+		var held []kilov1alpha1.Peer
+		for _, p := range meshPeers(m, ref) {
+			if want[p.Name] {
+				held = append(held, p)
+			} else {
+				extra[m] = append(extra[m], p.Name)
+			}
+		}
+		if d := stack.Diff(plan.Peers[m], held); d != "" {
+			return nil, fmt.Sprintf("%s (-want +got):\n%s", m, d)
+		}
+	}
+	return extra, ""
+}
+
+// upgradeConfig is the ClusterProviderConfig of a member in the upgrade's
+// meshes: the member's kubeconfig Secret of namespace upgrade.
+func upgradeConfig(member string) string { return "upgrade-" + member }
+
+// nodeNetworks are the networks the internal addresses of a member's nodes
+// lie in: the fixture's 192.168.<n>.0/24 and the real node's link. v0.1.0
+// routed every node's internal address; v0.2.0 routes those inside the
+// member's nodeCIDRs, which docs/upgrade.md declares during the upgrade.
+func nodeNetworks(member string) []string {
+	out := []string{fmt.Sprintf("192.168.%d.0/24", int(member[len(member)-1]-'a')+1)}
+	if n, ok := env.RealNode(member); ok {
+		out = append(out, netip.MustParsePrefix(n.InternalIP).Masked().String())
+	}
+	return out
+}
+
+// withNodeNetworks declares every member's nodeNetworks in a mesh's spec:
+// with them, this tree plans the Peers v0.1.0 did.
+func withNodeNetworks(spec *meshv1alpha1.ClusterMeshSpec) {
+	for i, c := range spec.Clusters {
+		spec.Clusters[i].NodeCIDRs = nil
+		for _, n := range nodeNetworks(c.Name) {
+			spec.Clusters[i].NodeCIDRs = append(spec.Clusters[i].NodeCIDRs, meshv1alpha1.CIDR(n))
+		}
+	}
+}
+
+// testUpgradeMeshes creates two meshes on fromVersion. pm: PeerSet
+// delivery (so that provider-kilomesh writes the Peers) of cluster-a,
+// reached through a ProviderConfig, and cluster-b, through a
+// ClusterProviderConfig. dm: what a manifest of v0.1.0's users left out is
+// left out, delivery and providerConfigRef.kind, so v0.1.0's defaults
+// apply: Objects delivery (provider-kubernetes writes its Peers) of
+// cluster-a and cluster-c, each through a ClusterProviderConfig. No member
+// holds Peers of both meshes for one node, so their keys never meet.
+func testUpgradeMeshes(ctx context.Context, t *testing.T, pm, dm meshRef) {
+	resetNodes(ctx, t)
+	if err := script(ctx, "providerconfigs.sh", append([]string{pm.ns}, meshMembers...)...); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range meshMembers {
+		cpc := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "kubernetes.m.crossplane.io/v1alpha1",
+			"kind":       "ClusterProviderConfig",
+			"metadata":   map[string]any{"name": upgradeConfig(m)},
+			"spec": map[string]any{"credentials": map[string]any{
+				"source":    "Secret",
+				"secretRef": map[string]any{"namespace": pm.ns, "name": m + "-kubeconfig", "key": "kubeconfig"},
+			}},
+		}}
+		if err := mgmt.Create(ctx, cpc); err != nil && !kerrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
+	}
+	b := member("cluster-b", upgradeConfig("cluster-b"))
+	b.ProviderConfigRef.Kind = "ClusterProviderConfig"
+	start := time.Now()
+	if err := mgmt.Create(ctx, newMesh(pm, "PeerSet", member("cluster-a", "cluster-a"), b)); err != nil {
+		t.Fatal(err)
+	}
+	var clusters []any
+	for _, m := range []string{"cluster-a", "cluster-c"} {
+		c := member(m, upgradeConfig(m))
+		clusters = append(clusters, map[string]any{
+			"name":              c.Name,
+			"providerConfigRef": map[string]any{"name": c.ProviderConfigRef.Name},
+			"podCIDRs":          []any{string(c.PodCIDRs[0])},
+			"wireguardCIDR":     string(c.WireguardCIDR),
+		})
+	}
+	d := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"clusters": clusters}}}
+	d.SetGroupVersionKind(stack.MeshGVK)
+	d.SetNamespace(dm.ns)
+	d.SetName(dm.name)
+	ns := &corev1.Namespace{}
+	ns.Name = dm.ns
+	if err := mgmt.Create(ctx, ns); err != nil && !kerrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	if err := mgmt.Create(ctx, d); err != nil {
+		t.Fatal(err)
+	}
+	// v0.1.0's Peers are this tree's plan once the members' node networks
+	// are declared, but for the Peers of nodes this tree leaves out.
+	for _, ref := range []meshRef{pm, dm} {
+		for m, names := range waitReleaseConverged(ctx, t, ref) {
+			for _, n := range names {
+				releaseOnly = append(releaseOnly, m+"/"+n)
+			}
+		}
+		waitCondition(ctx, t, ref, "Ready", "True", convergeTimeout)
+	}
+	sort.Strings(releaseOnly)
+	report.notef("upgrade: two meshes on %s, one of PeerSet delivery (a member through a ClusterProviderConfig), one with %s's defaults (Objects), Ready %.1fs after they were created", fromVersion, fromVersion, time.Since(start).Seconds())
+
+	// The API server wrote v0.1.0's defaults into the mesh that left them
+	// out.
+	if err := mgmt.Get(ctx, client.ObjectKeyFromObject(d), d); err != nil {
+		t.Fatal(err)
+	}
+	if got, _, _ := unstructured.NestedString(d.Object, "spec", "delivery"); got != "Objects" {
+		t.Errorf("%s: delivery %q, want %s's default Objects", dm, got, fromVersion)
+	}
+	cs, _, _ := unstructured.NestedSlice(d.Object, "spec", "clusters")
+	for _, c := range cs {
+		if kind, _, _ := unstructured.NestedString(c.(map[string]any), "providerConfigRef", "kind"); kind != "ClusterProviderConfig" {
+			t.Errorf("%s: providerConfigRef.kind %q, want %s's default ClusterProviderConfig", dm, kind, fromVersion)
+		}
+	}
+
+	// crossplane resource trace shows the mesh and everything it composes.
+	trace := exec.CommandContext(ctx, filepath.Join(env.Vars["STACK_BIN"], "crossplane"), "resource", "trace", "clustermesh.kilomesh.io/"+pm.name, "-n", pm.ns)
+	trace.Env = append(os.Environ(), "KUBECONFIG="+env.Kubeconfig(env.Management()))
+	tb, err := trace.CombinedOutput()
+	if err != nil {
+		t.Fatalf("crossplane resource trace: %v: %s", err, tb)
+	}
+	counts := map[string]int{}
+	for _, line := range strings.Split(string(tb), "\n") {
+		f := strings.Fields(strings.TrimLeft(line, "├└─ "))
+		if len(f) >= 5 && f[2] == "True" && f[3] == "True" {
+			counts[strings.SplitN(f[0], "/", 2)[0]]++
+		}
+	}
+	if counts["ClusterMesh"] != 1 || counts["NodeInventory"] != 2 || counts["PeerSet"] != 2 {
+		t.Errorf("crossplane resource trace shows %v synced and ready, want a ClusterMesh, 2 NodeInventories and 2 PeerSets:\n%s", counts, tb)
+	}
+}
+
+// checkNodesColumn checks the NODES column of kubectl get nodeinventories
+// (the API server's Table, a printer column of v0.2.0's CRD): each
+// inventory's node count.
+func checkNodesColumn(ctx context.Context, t *testing.T, ns string) {
+	t.Helper()
+	out, err := kubectl(ctx, env.Management(), "get", "nodeinventories.kube.kilomesh.io", "-n", ns)
 	if err != nil {
 		t.Fatal(err)
 	}
 	l := &unstructured.UnstructuredList{}
 	l.SetAPIVersion("kube.kilomesh.io/v1alpha1")
 	l.SetKind("NodeInventoryList")
-	if err := mgmt.List(ctx, l, client.InNamespace(ref.ns)); err != nil {
+	if err := mgmt.List(ctx, l, client.InNamespace(ns)); err != nil {
 		t.Fatal(err)
 	}
 	rows := tableRows(out)
@@ -511,24 +791,6 @@ func testUpgradeMesh(ctx context.Context, t *testing.T, ref meshRef) {
 		if got, want := rows[inv.GetName()]["NODES"], strconv.Itoa(len(nodes)); got != want || len(nodes) == 0 {
 			t.Errorf("kubectl get nodeinventories shows NODES=%q for %s, which publishes %s nodes:\n%s", got, inv.GetName(), want, out)
 		}
-	}
-
-	// crossplane resource trace shows the mesh and everything it composes.
-	trace := exec.CommandContext(ctx, filepath.Join(env.Vars["STACK_BIN"], "crossplane"), "resource", "trace", "clustermesh.kilomesh.io/"+ref.name, "-n", ref.ns)
-	trace.Env = append(os.Environ(), "KUBECONFIG="+env.Kubeconfig(env.Management()))
-	b, err := trace.CombinedOutput()
-	if err != nil {
-		t.Fatalf("crossplane resource trace: %v: %s", err, b)
-	}
-	counts := map[string]int{}
-	for _, line := range strings.Split(string(b), "\n") {
-		f := strings.Fields(strings.TrimLeft(line, "├└─ "))
-		if len(f) >= 5 && f[2] == "True" && f[3] == "True" {
-			counts[strings.SplitN(f[0], "/", 2)[0]]++
-		}
-	}
-	if counts["ClusterMesh"] != 1 || counts["NodeInventory"] != 3 || counts["PeerSet"] != 3 {
-		t.Errorf("crossplane resource trace shows %v synced and ready, want a ClusterMesh, 3 NodeInventories and 3 PeerSets:\n%s", counts, b)
 	}
 }
 
@@ -593,131 +855,207 @@ func (s *readySampler) end() (samples int, notReady []string) {
 	return s.seen, s.not
 }
 
-// testUpgrade upgrades the Configuration, the function and the provider to
-// toVersion with the block of docs/upgrade.md, and checks that they run
-// it, that the mesh stays Ready, and that no Peer of any member is deleted,
-// created or written again.
-func testUpgrade(ctx context.Context, t *testing.T, ref meshRef) {
+// testUpgrade upgrades the Configuration, the function and the provider
+// from fromVersion to this tree with the block of docs/upgrade.md, and
+// checks that their pods run it, that the meshes stay Ready, and that no
+// Peer of any member is deleted, created or written again.
+func testUpgrade(ctx context.Context, t *testing.T, refs []meshRef) {
 	before := map[string]map[string]kilov1alpha1.Peer{}
+	owned := func(p *kilov1alpha1.Peer) bool {
+		return slices.ContainsFunc(refs, func(r meshRef) bool { return stack.Owned(p, r.ns, r.name) })
+	}
 	for _, m := range rec.memberNames() {
 		before[m] = map[string]kilov1alpha1.Peer{}
-		for _, p := range meshPeers(m, ref) {
-			before[m][p.Name] = p
+		for _, p := range rec.snapshot(m) {
+			if owned(&p) {
+				before[m][p.Name] = p
+			}
 		}
 	}
 	for _, m := range meshMembers {
 		if len(before[m]) == 0 {
-			t.Fatalf("%s holds no Peer of %s before the upgrade: nothing to keep", m, ref)
+			t.Fatalf("%s holds no Peer of %v before the upgrade: nothing to keep", m, refs)
 		}
 	}
-	ready := sampleReady(ctx, ref)
+	oldPods := packagePods(ctx, t)
+	var samplers []*readySampler
+	for _, ref := range refs {
+		samplers = append(samplers, sampleReady(ctx, ref))
+	}
 	t0 := time.Now()
-	if err := script(ctx, "doc.sh", "docs/upgrade.md", "upgrade", "version="+toVersion); err != nil {
+	if err := script(ctx, "doc.sh", "docs/upgrade.md", "pause"); err != nil {
+		t.Fatal(err)
+	}
+	if err := script(ctx, "doc.sh", "docs/upgrade.md", "upgrade", "version="+toVersion()); err != nil {
 		t.Fatal(err)
 	}
 	upgraded := time.Since(t0)
 
-	// The processes serve the new revisions.
-	deadline := time.Now().Add(convergeTimeout)
+	// The new revisions' pods run, and the old ones' are gone.
 	for _, p := range pkgs {
-		for {
-			rev, err := activeRevision(ctx, p)
-			var image string
-			if err == nil {
-				image, _, _ = unstructured.NestedString(rev.Object, "spec", "image")
-				var fresh *stack.Env
-				if fresh, err = stack.Load(env.Dir); err == nil && fresh.Vars[envName(p.process, "REVISION")] != rev.GetName() {
-					err = fmt.Errorf("%s still serves %s, not %s", p.process, fresh.Vars[envName(p.process, "REVISION")], rev.GetName())
-				}
+		waitFor(ctx, t, "the pod of "+p.name+"'s new revision", func() error {
+			pod, err := packagePod(ctx, p)
+			switch {
+			case err != nil:
+				return err
+			case p.upgrades && !strings.HasSuffix(pod.Spec.Containers[0].Image, ":"+toVersion()):
+				return fmt.Errorf("pod %s of the active revision runs %s", pod.Name, pod.Spec.Containers[0].Image)
+			case !ready(pod):
+				return fmt.Errorf("pod %s is not ready", pod.Name)
 			}
-			if err == nil && p.upgrades && !strings.HasSuffix(image, ":"+toVersion) {
-				err = fmt.Errorf("the active revision of %s is %s", p.name, image)
-			}
-			if err == nil {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("after the upgrade: %v", err)
-			}
-			time.Sleep(time.Second)
-		}
+			return nil
+		})
 	}
+	waitFor(ctx, t, "the pods of the old revisions to go", func() error {
+		now := packagePods(ctx, t)
+		for name, p := range oldPods {
+			if _, ok := now[name]; ok && (p.Labels["pkg.crossplane.io/function"] == pkgs[0].name || p.Labels["pkg.crossplane.io/provider"] == pkgs[2].name) {
+				return fmt.Errorf("pod %s of an old revision still runs", name)
+			}
+		}
+		return nil
+	})
 	switched := time.Since(t0)
 
-	// Every managed resource went through the new provider, and the new
-	// function ran: a Peer they would write again is written by now.
-	mrs := len(managedResources(ctx, t, ref.ns))
-	calls, _ := metric(crossplaneMetrics(), "function_run_function_request_total")
-	if err := patchMesh(ctx, ref, fmt.Sprintf(`[{"op":"add","path":"/metadata/annotations","value":{"e2e.kilomesh.io/upgraded":%q}}]`, toVersion)); err != nil {
+	// docs/upgrade.md from v0.1.0: every member's node networks, then the
+	// meshes resume.
+	for _, ref := range refs {
+		_, spec, err := stack.GetMesh(ctx, mgmt, ref.ns, ref.name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range spec.Clusters {
+			if err := script(ctx, "doc.sh", "docs/upgrade.md", "node-cidrs", "ns="+ref.ns, "mesh="+ref.name, "member="+c.Name,
+				"cidrs="+strings.Join(nodeNetworks(c.Name), ",")); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := script(ctx, "doc.sh", "docs/upgrade.md", "resume"); err != nil {
 		t.Fatal(err)
 	}
-	for {
-		n, err := metric(env.Vars["PROVIDER_KILOMESH_METRICS"], "controller_runtime_reconcile_total")
-		c, cerr := metric(crossplaneMetrics(), "function_run_function_request_total")
-		if err == nil && cerr == nil && int(n) >= mrs && c > calls {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the upgraded provider reconciled %.0f times for %d managed resources, the function ran %.0f times since: %v %v", n, mrs, c-calls, err, cerr)
-		}
-		time.Sleep(500 * time.Millisecond)
-	}
-	samples, notReady := ready.end()
 
-	var rewritten, deleted, created int
-	for _, m := range rec.memberNames() {
-		for _, e := range rec.since(m, t0, ownedBy(ref)) {
-			switch e.Type {
-			case "Deleted":
-				deleted++
-			case "Added":
-				created++
-			default:
-				rewritten++
+	// Every managed resource of provider-kilomesh went through the new
+	// provider, and the new function ran for each mesh: a Peer they would
+	// write again is written by now.
+	mrs := 0
+	for _, ref := range refs {
+		for _, mr := range managedResources(ctx, t, ref.ns) {
+			if !strings.HasPrefix(mr, "Object ") {
+				mrs++
 			}
+		}
+	}
+	calls, _ := metric(crossplaneMetrics(), "function_run_function_request_total")
+	for _, ref := range refs {
+		if err := patchMesh(ctx, ref, fmt.Sprintf(`[{"op":"add","path":"/metadata/annotations","value":{"e2e.kilomesh.io/upgraded":%q}}]`, toVersion())); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(ctx, t, "the new provider and function to run", func() error {
+		n, err := metric(pkmMetrics.get(), "controller_runtime_reconcile_total")
+		c, cerr := metric(crossplaneMetrics(), "function_run_function_request_total")
+		if err == nil && cerr == nil && int(n) >= mrs && c >= calls+float64(len(refs)) {
+			return nil
+		}
+		return fmt.Errorf("the upgraded provider reconciled %.0f times for %d managed resources, the function ran %.0f times since: %w", n, mrs, c-calls, errors.Join(err, cerr))
+	})
+	// Crossplane's probe and the function's response TTL come by as well.
+	time.Sleep(15 * time.Second)
+	var notReady []string
+	samples := 0
+	for _, s := range samplers {
+		n, not := s.end()
+		samples += n
+		notReady = append(notReady, not...)
+	}
+
+	// The Peers of nodes this tree leaves out go; every other Peer stays
+	// as it was.
+	var lost, dropped, rewritten, created []string
+	for _, m := range rec.memberNames() {
+		rv := map[string]string{}
+		for name, p := range before[m] {
+			rv[name] = p.ResourceVersion
+		}
+		for _, e := range rec.since(m, t0, owned) {
+			what := m + "/" + e.Peer.Name
+			switch {
+			case e.Type == "Deleted" && slices.Contains(releaseOnly, what):
+				dropped = append(dropped, what)
+			case e.Type == "Deleted":
+				lost = append(lost, what)
+			case e.Type == "Added":
+				created = append(created, what)
+			case rv[e.Peer.Name] != e.Peer.ResourceVersion:
+				rewritten = append(rewritten, what)
+			}
+			rv[e.Peer.Name] = e.Peer.ResourceVersion
 		}
 		now := rec.snapshot(m)
 		for n, p := range before[m] {
+			if slices.Contains(releaseOnly, m+"/"+n) {
+				continue
+			}
 			if q, ok := now[n]; !ok || q.UID != p.UID || q.ResourceVersion != p.ResourceVersion {
 				t.Errorf("%s: Peer %s was not kept as it was (uid %s -> %s, resourceVersion %s -> %s)", m, n, p.UID, q.UID, p.ResourceVersion, q.ResourceVersion)
 			}
 		}
 	}
-	noChanges(t, t0, ownedBy(ref), "the packages were upgraded")
-	if len(notReady) > 0 {
-		t.Errorf("the mesh was not Ready during the upgrade:\n%s", strings.Join(notReady, "\n"))
+	sort.Strings(dropped)
+	if len(lost)+len(rewritten)+len(created) > 0 {
+		t.Errorf("the packages were upgraded, yet Peers were deleted: %v; written again: %v; made: %v", lost, rewritten, created)
 	}
-	report.notef("upgrade %s -> %s (docs/upgrade.md): packages healthy after %.1fs, processes on the new revisions after %.1fs; Peers deleted: %d, created: %d, rewritten: %d; the mesh was Ready in %d of %d samples",
-		fromVersion, toVersion, upgraded.Seconds(), switched.Seconds(), deleted, created, rewritten, samples-len(notReady), samples)
+	if strings.Join(dropped, " ") != strings.Join(releaseOnly, " ") {
+		t.Errorf("the upgrade deleted the Peers %v of %s's that this tree does not plan, want %v", dropped, fromVersion, releaseOnly)
+	}
+	if len(notReady) > 0 {
+		t.Errorf("a mesh was not Ready during the upgrade:\n%s", strings.Join(notReady, "\n"))
+	}
+	report.fault("both", fmt.Sprintf("packages upgraded from %s to %s", fromVersion, toVersion()), len(lost), len(rewritten), switched,
+		fmt.Sprintf("docs/upgrade.md: packages healthy after %.1fs, the new revisions' pods running after %.1fs; Peers made: %d; deleted as v0.2.0 plans (nodes Kilo leaves out): %v; the meshes were Ready in %d of %d samples", upgraded.Seconds(), switched.Seconds(), len(created), dropped, samples-len(notReady), samples))
 
-	// The upgraded packages deliver a change.
+	// The upgraded packages deliver a change, through either delivery.
 	key := fixture.Key("node-a1 after the upgrade")
-	peer := peerName(ref, "cluster-a", "node-a1")
-	w, err := rec.expect("cluster-b", func(ps map[string]*kilov1alpha1.Peer) bool { p := ps[peer]; return p != nil && p.Spec.PublicKey == key })
-	if err != nil {
-		t.Fatal(err)
+	var ws []*waiter
+	for _, c := range []struct {
+		target string
+		ref    meshRef
+	}{{"cluster-b", refs[0]}, {"cluster-c", refs[1]}} {
+		peer := peerName(c.ref, "cluster-a", "node-a1")
+		w, err := rec.expect(c.target, func(ps map[string]*kilov1alpha1.Peer) bool { p := ps[peer]; return p != nil && p.Spec.PublicKey == key })
+		if err != nil {
+			t.Fatal(err)
+		}
+		ws = append(ws, w)
 	}
 	if err := fixture.Apply(ctx, kube["cluster-a"], nodeOf(ctx, t, "cluster-a", "node-a1").With(kilov1alpha1.AnnotationKey, key)); err != nil {
 		t.Fatal(err)
 	}
-	wctx, cancel := context.WithTimeout(ctx, convergeTimeout)
-	defer cancel()
-	if _, err := w.wait(wctx); err != nil {
-		t.Fatalf("a key rotated in cluster-a did not reach cluster-b after the upgrade: %v", err)
+	for _, w := range ws {
+		wctx, cancel := context.WithTimeout(ctx, convergeTimeout)
+		_, err := w.wait(wctx)
+		cancel()
+		if err != nil {
+			t.Fatalf("a key rotated in cluster-a did not reach the other members after the upgrade: %v", err)
+		}
 	}
-	waitConverged(ctx, t, ref, convergeTimeout)
+	for _, ref := range refs {
+		waitConverged(ctx, t, ref, convergeTimeout)
+	}
+	checkNodesColumn(ctx, t, refs[0].ns)
 }
 
-// testConfigFollowed points the ProviderConfig of cluster-b, then the
-// ClusterProviderConfig of cluster-c, at a kubeconfig without RBAC and
+// testConfigFollowed points the ProviderConfig of cluster-a, then the
+// ClusterProviderConfig of cluster-b, at a kubeconfig without RBAC and
 // back: the member's NodeInventory must report the refusal, and recover,
 // well before provider-kilomesh's poll (10 minutes), which only its watches
 // of the configs can do; no Peer may be deleted meanwhile.
 func testConfigFollowed(ctx context.Context, t *testing.T, ref meshRef) {
 	t0 := time.Now()
 	for _, c := range []configOf{
-		{"cluster-b", "ProviderConfig", "cluster-b", ref.ns},
-		{"cluster-c", "ClusterProviderConfig", upgradeClusterProviderConfig, ""},
+		{"cluster-a", "ProviderConfig", "cluster-a", ref.ns},
+		{"cluster-b", "ClusterProviderConfig", upgradeConfig("cluster-b"), ""},
 	} {
 		followConfig(ctx, t, ref, c)
 	}
@@ -791,11 +1129,6 @@ func waitInventorySynced(ctx context.Context, t *testing.T, ref meshRef, member,
 	})
 }
 
-// envName is the env file's name of a process's value.
-func envName(process, suffix string) string {
-	return strings.ToUpper(strings.ReplaceAll(process, "-", "_")) + "_" + suffix
-}
-
 // The managed resources of kilomesh, and the provider-kubernetes Objects
 // that deliver Peers.
 var managedKinds = []schema.GroupVersionKind{
@@ -832,15 +1165,10 @@ func managedResources(ctx context.Context, t *testing.T, ns string) []string {
 	return out
 }
 
-// testUninstall runs the uninstall of docs/install.md and checks that no
-// Peer of kilomesh is left in any member, no managed resource, no usage of a
-// config, no package and no process.
-func testUninstall(ctx context.Context, t *testing.T) {
-	vpn := handMadePeer(ctx, t)
-	start := time.Now()
-	if err := script(ctx, "doc.sh", "docs/install.md", "uninstall"); err != nil {
-		t.Fatal(err)
-	}
+// waitKilomeshGone waits until kilomesh's packages, their pods and their
+// CRDs are gone.
+func waitKilomeshGone(ctx context.Context, t *testing.T) {
+	t.Helper()
 	waitFor(ctx, t, "kilomesh's packages to go", func() error {
 		for _, p := range pkgs {
 			if !p.upgrades {
@@ -849,8 +1177,12 @@ func testUninstall(ctx context.Context, t *testing.T) {
 			if _, err := activeRevision(ctx, p); err == nil {
 				return fmt.Errorf("%s is still installed", p.name)
 			}
-			if pid, err := os.ReadFile(filepath.Join(env.Dir, "pids", p.process+".pid")); err == nil {
-				return fmt.Errorf("%s is still running (pid %s)", p.process, strings.TrimSpace(string(pid)))
+			l := &corev1.PodList{}
+			if err := mgmt.List(ctx, l, client.InNamespace(crossplaneNamespace()), client.MatchingLabels{"pkg.crossplane.io/" + p.kind: p.name}); err != nil {
+				return err
+			}
+			if len(l.Items) > 0 {
+				return fmt.Errorf("%s still has the pod %s", p.name, l.Items[0].Name)
 			}
 		}
 		for _, crd := range []string{"nodeinventories.kube.kilomesh.io", "peersets.kube.kilomesh.io", "clustermeshes.kilomesh.io"} {
@@ -863,7 +1195,19 @@ func testUninstall(ctx context.Context, t *testing.T) {
 		}
 		return nil
 	})
-	report.notef("uninstall (docs/install.md): kilomesh's packages, CRDs and processes were gone %.1fs after it began", time.Since(start).Seconds())
+}
+
+// testUninstall runs the uninstall of docs/install.md and checks that no
+// Peer of kilomesh is left in any member, no managed resource, no usage of a
+// config, no package and no pod.
+func testUninstall(ctx context.Context, t *testing.T) {
+	vpn := handMadePeer(ctx, t)
+	start := time.Now()
+	if err := script(ctx, "doc.sh", "docs/install.md", "uninstall"); err != nil {
+		t.Fatal(err)
+	}
+	waitKilomeshGone(ctx, t)
+	report.notef("uninstall (docs/install.md): kilomesh's packages, CRDs and pods were gone %.1fs after it began", time.Since(start).Seconds())
 
 	for _, m := range rec.memberNames() {
 		ps, err := stack.Peers(ctx, kube[m])
@@ -910,12 +1254,14 @@ func testUninstall(ctx context.Context, t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	cpc := &unstructured.Unstructured{}
-	cpc.SetAPIVersion("kubernetes.m.crossplane.io/v1alpha1")
-	cpc.SetKind("ClusterProviderConfig")
-	cpc.SetName(upgradeClusterProviderConfig)
-	if err := mgmt.Delete(ctx, cpc); err != nil && !kerrors.IsNotFound(err) {
-		t.Fatal(err)
+	for _, m := range meshMembers {
+		cpc := &unstructured.Unstructured{}
+		cpc.SetAPIVersion("kubernetes.m.crossplane.io/v1alpha1")
+		cpc.SetKind("ClusterProviderConfig")
+		cpc.SetName(upgradeConfig(m))
+		if err := mgmt.Delete(ctx, cpc); err != nil && !kerrors.IsNotFound(err) {
+			t.Fatal(err)
+		}
 	}
 	// What is left are the tests' own: the bad-input test's member without
 	// RBAC and the member without the Peer CRD.

@@ -40,6 +40,7 @@ var exported = map[string]bool{
 	"kilomesh_peerset_peers_applied":                     true,
 	"kilomesh_peerset_problems":                          true,
 	"kilomesh_peerset_synced":                            true,
+	"kilomesh_peerset_apply_duration_seconds_bucket":     true,
 	"circuit_breaker_opens_total":                        true,
 	"circuit_breaker_events_total":                       true,
 }

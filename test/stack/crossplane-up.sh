@@ -18,15 +18,15 @@
 # the Configuration run as they are: the control-plane grant of
 # examples/provider/control-plane-rbac.yaml and
 #
-#   crossplane xpkg install configuration xpkg.crossplane.io/kilomesh/configuration-kilomesh:v0.1.0
+#   crossplane xpkg install configuration xpkg.crossplane.io/kilomesh/configuration-kilomesh:v0.2.0
 #
 # and Crossplane's package manager resolves and installs the Function and
 # both Providers.
 #
 # Environment (besides lib.sh's):
-#   STACK_PACKAGES   folder where package/build.sh writes the packages
-#                    (default _output at the top of the repository)
-#   STACK_NO_BUILD=1 push what is in STACK_PACKAGES as it is
+#   STACK_VERSION    the version this tree's packages are built and
+#                    installed as (default v0.2.0)
+#   STACK_NO_BUILD=1 push what package/build.sh wrote into _output as it is
 #   STACK_TIMEOUT    seconds to wait for each step (default 120)
 #   STACK_CROSSPLANE_ARGS  extra flags for `crossplane core start`, split at
 #                    spaces, e.g. "--circuit-breaker-burst=1000" (default
@@ -36,9 +36,12 @@
 # installed as users install it instead: its own Helm chart (v2.4.2, from
 # the Go module cache; webhooks on, default values but its image) on the
 # management cluster's node, the registry reachable from that node at
-# <node IP>:<port>, and the packages' runtimes as the Deployments
-# Crossplane makes (providers and the function), pulled by the node's
-# containerd; runtime.sh and the RBAC manager process are not used.
+# <node IP>:<port> as a mirror of xpkg.crossplane.io (docs/install.md's
+# mirror block), and the packages' runtimes as the Deployments Crossplane
+# makes (providers and the function), pulled by the node's containerd;
+# runtime.sh and the RBAC manager process are not used.
+# STACK_CROSSPLANE_NAMESPACE installs Crossplane into another namespace
+# than crossplane-system (real nodes only).
 #
 # Every process is started with stack_start, so down.sh stops exactly them.
 # Appends the addresses of what it started to $STACK_DIR/env (see README.md).
@@ -49,10 +52,9 @@ set -euo pipefail
 stack_env_load
 mgmt=$STACK_MANAGEMENT
 timeout=${STACK_TIMEOUT:-120}
-pkgdir=${STACK_PACKAGES:-$STACK_TOP/_output}
-ns=crossplane-system
+ns=${STACK_CROSSPLANE_NAMESPACE:-crossplane-system}
 xp_version=v2.4.2
-version=v0.1.0
+version=${STACK_VERSION:-v0.2.0}
 started=$SECONDS
 
 kc() { stack_kubectl "$mgmt" "$@"; }
@@ -63,6 +65,8 @@ for name in registry crossplane rbac-manager package-runtime function-kilomesh p
   fi
 done
 
+[ "$ns" = crossplane-system ] || [ "${STACK_REAL_NODES:-}" = 1 ] ||
+  stack_die "STACK_CROSSPLANE_NAMESPACE needs real nodes (STACK_REAL_NODES=1)"
 if [ "${STACK_NO_BUILD:-}" != 1 ]; then
   stack_log "building Crossplane, crane and provider-kubernetes (skipped when up to date; the first build takes minutes)"
   "$STACK_TOP/test/tools/build.sh" crossplane crossplane-cli crane provider-kubernetes
@@ -89,10 +93,14 @@ mgmt_port_var=$(stack_var "$mgmt" PORT)
 # The env file gets the addresses of what this script starts.
 env_tmp=$STACK_DIR/env.tmp
 {
-  grep -v -E '^(REGISTRY|CROSSPLANE|FUNCTION|PROVIDER_KUBERNETES|PROVIDER_KILOMESH)_' "$STACK_DIR/env"
+  grep -v -E '^(REGISTRY|CROSSPLANE|FUNCTION|PROVIDER_KUBERNETES|PROVIDER_KILOMESH|KILOMESH)_' "$STACK_DIR/env"
   printf "%s='%s'\n" \
     REGISTRY_ADDRESS "$registry" \
     CROSSPLANE_NAMESPACE "$ns" \
+    KILOMESH_VERSION "$version"
+  # With real nodes, Crossplane and the packages run in pods: nothing of
+  # theirs listens on the host.
+  [ "${STACK_REAL_NODES:-}" = 1 ] || printf "%s='%s'\n" \
     CROSSPLANE_METRICS_PORT "$xp_metrics" \
     CROSSPLANE_HEALTH_PORT "$xp_health" \
     FUNCTION_KILOMESH_ADDRESS "127.0.0.1:$fn_port" \
@@ -142,19 +150,13 @@ if [ "${STACK_REAL_NODES:-}" = 1 ]; then
     { tail -n 20 "$STACK_DIR/logs/helm-install.log" >&2; stack_die "helm install crossplane failed"; }
   kc -n "$ns" rollout status deployment/crossplane deployment/crossplane-rbac-manager --timeout="${timeout}s" >/dev/null
 
-  # The registry in place of xpkg.crossplane.io, at the node's address.
+  # The registry at the node's address in place of xpkg.crossplane.io: a
+  # mirror, as docs/install.md's mirror block has it (it also gives the
+  # mirrored provider-kilomesh its runtime config, which Crossplane looks
+  # up by the image it pulls), and the same for crossplane-contrib.
+  stack_log "docs/install.md: the registry at $node_registry as a mirror of xpkg.crossplane.io/kilomesh"
+  stack_doc_run docs/install.md mirror "mirror=$node_registry/kilomesh" >/dev/null
   kc apply -f - >/dev/null <<YAML
-apiVersion: pkg.crossplane.io/v1beta1
-kind: ImageConfig
-metadata:
-  name: kilomesh-node-registry
-spec:
-  matchImages:
-  - type: Prefix
-    prefix: xpkg.crossplane.io/kilomesh/
-  rewriteImage:
-    prefix: $node_registry/kilomesh/
----
 apiVersion: pkg.crossplane.io/v1beta1
 kind: ImageConfig
 metadata:
@@ -165,23 +167,11 @@ spec:
     prefix: xpkg.crossplane.io/crossplane-contrib/
   rewriteImage:
     prefix: $node_registry/crossplane-contrib/
----
-apiVersion: pkg.crossplane.io/v1beta1
-kind: ImageConfig
-metadata:
-  name: provider-kilomesh-runtime-node-registry
-spec:
-  matchImages:
-  - type: Prefix
-    prefix: $node_registry/kilomesh/provider-kilomesh
-  runtime:
-    configRef:
-      name: provider-kilomesh
 YAML
-  stack_log "docs/install.md: the grant of provider-kilomesh in the control plane"
-  stack_doc_run docs/install.md control-plane-grant >/dev/null
+  stack_log "docs/install.md: the grant of provider-kilomesh in the control plane (Crossplane in $ns)"
+  stack_doc_run docs/install.md control-plane-grant "xp_ns=$ns" >/dev/null
   stack_log "docs/install.md: crossplane xpkg install configuration xpkg.crossplane.io/kilomesh/configuration-kilomesh:$version"
-  stack_doc_run docs/install.md install-configuration >/dev/null
+  stack_doc_run docs/install.md install-configuration "version=$version" >/dev/null
   stack_wait_for "$timeout" "the CRDs of the managed resources" kc get crd \
     objects.kubernetes.m.crossplane.io providerconfigs.kubernetes.m.crossplane.io \
     nodeinventories.kube.kilomesh.io peersets.kube.kilomesh.io
@@ -301,7 +291,7 @@ stack_start package-runtime "$STACK_TOP/test/stack/runtime.sh" --watch
 stack_log "docs/install.md: the grant of provider-kilomesh in the control plane"
 stack_doc_run docs/install.md control-plane-grant >/dev/null
 stack_log "docs/install.md: crossplane xpkg install configuration xpkg.crossplane.io/kilomesh/configuration-kilomesh:$version"
-stack_doc_run docs/install.md install-configuration >/dev/null
+stack_doc_run docs/install.md install-configuration "version=$version" >/dev/null
 stack_wait_for "$timeout" "the CRDs of the managed resources" kc get crd \
   objects.kubernetes.m.crossplane.io providerconfigs.kubernetes.m.crossplane.io \
   nodeinventories.kube.kilomesh.io peersets.kube.kilomesh.io

@@ -81,7 +81,7 @@ else
   [ -z "$STACK_REAL_NODES" ] || tools+=(kube-node coredns helm)
   progress "building the tools" "$STACK_TOP/test/tools/build.sh" "${tools[@]}"
   for p in function provider configuration provider-kubernetes; do
-    progress "building the $p package" env VERSION=v0.1.0 "$STACK_TOP/package/build.sh" "$p" >/dev/null
+    progress "building the $p package" env VERSION="${STACK_VERSION:-v0.2.0}" "$STACK_TOP/package/build.sh" "$p" >/dev/null
   done
   if [ -n "$STACK_REAL_NODES" ]; then
     stack_log "starting three member clusters with a real node each (cluster-a is also the management cluster)"

@@ -408,7 +408,7 @@ stack_doc_run() {
     case ":$kcfg:" in *":$STACK_DIR/$c/kubeconfig:"*) ;; *) kcfg=${kcfg:+$kcfg:}$STACK_DIR/$c/kubeconfig ;; esac
   done
   (
-    cd "$STACK_TOP"
+    cd "$STACK_TOP" || exit 1
     export KUBECONFIG=$kcfg PATH=$STACK_BIN:$PATH
     for v in "$@"; do export "${v?}"; done
     bash -euo pipefail -c "$body"

@@ -67,7 +67,7 @@ env_set() {
 extract() {
   local image=$1 dir=$2 entry
   entry=$("$STACK_BIN/crane" --platform "linux/$arch" config "$image" | jq -r '.config.Entrypoint[0]')
-  [ -n "$entry" ] && [ "$entry" != null ] || { echo "$image has no entrypoint" >&2; return 1; }
+  if [ -z "$entry" ] || [ "$entry" = null ]; then echo "$image has no entrypoint" >&2; return 1; fi
   mkdir -p "$dir"
   "$STACK_BIN/crane" --platform "linux/$arch" export "$image" - | tar -x -C "$dir" "${entry#/}"
   printf '%s\n' "$dir$entry"
@@ -88,7 +88,8 @@ identity() {
 # function_runtime REVISION UID PROCESS PACKAGE: the identity and TLS of a
 # function revision, as the Deployment runtime would give them.
 function_runtime() {
-  local rev=$1 uid=$2 proc=$3 pkg=$4 tls=$STACK_DIR/runtime/$proc/tls
+  local rev=$1 uid=$2 proc=$3 pkg=$4
+  local tls=$STACK_DIR/runtime/$proc/tls
   kc apply -f - >/dev/null <<YAML
 apiVersion: v1
 kind: ServiceAccount

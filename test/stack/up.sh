@@ -16,6 +16,9 @@
 #   STACK_REAL_NODES=1 gives every cluster a real node (node.sh): containerd,
 #                      a kubelet, kube-scheduler, kube-proxy and CoreDNS as
 #                      pods; needs root (README.md, "Real nodes")
+#   STACK_NO_REAL_NODE clusters that get no real node with STACK_REAL_NODES=1:
+#                      a list, never the management cluster (whose node
+#                      runs Crossplane)
 #
 # Writes $STACK_DIR/env (see README.md) and prints it on stdout; progress goes
 # to stderr. Stop everything with test/stack/down.sh.
@@ -56,6 +59,12 @@ wants_kcm() {
     none) return 1 ;;
     *) in_list "$1" "${STACK_KCM:-all}" ;;
   esac
+}
+# wants_node CLUSTER: the cluster gets a real node. The address plan is by
+# position all the same, so a cluster's addresses do not depend on which
+# others have a node.
+wants_node() {
+  [ "$real_nodes" = 1 ] && ! in_list "$1" "${STACK_NO_REAL_NODE:-}"
 }
 wants_peer_crd() {
   [ -f "$peer_crd" ] && ! in_list "$1" "${STACK_NO_PEER_CRD:-}"
@@ -161,9 +170,10 @@ make_pki() {
 # system:kube-proxy (bound to system:node-proxier by default).
 declare -A node_ip
 if [ "$real_nodes" = 1 ]; then
+  wants_node "${clusters[0]}" || stack_die "the management cluster ${clusters[0]} needs its real node: it runs Crossplane"
   i=0
   for c in "${clusters[@]}"; do
-    "$STACK_TOP/test/stack/node.sh" plan "$c" "$i" >/dev/null
+    wants_node "$c" && "$STACK_TOP/test/stack/node.sh" plan "$c" "$i" >/dev/null
     i=$((i + 1))
   done
 fi
@@ -333,10 +343,12 @@ env_tmp=$STACK_DIR/env.tmp
       "$(stack_var "$c" SERVICE_CIDR)" "${svc_cidr[$c]}" \
       "$(stack_var "$c" KCM)" "$kcm" \
       "$(stack_var "$c" PEER_CRD)" "$crd"
-    if [ "$real_nodes" = 1 ]; then
+    if wants_node "$c"; then
       for v in NODE NODE_IP NODE_NETNS POD_CIDR DNS_IP; do
         printf "%s='%s'\n" "$(stack_var "$c" "$v")" "$(plan_var "$c" "$v")"
       done
+    fi
+    if [ "$real_nodes" = 1 ]; then
       # Where the management cluster's pods reach this apiserver.
       printf "%s='%s'\n" "$(stack_var "$c" POD_SERVER)" "https://$mgmt_node_ip:${api_port[$c]}"
     fi
@@ -347,6 +359,7 @@ mv "$env_tmp" "$STACK_DIR/env"
 if [ "$real_nodes" = 1 ]; then
   node_pids=()
   for c in "${clusters[@]}"; do
+    wants_node "$c" || continue
     "$STACK_TOP/test/stack/node.sh" up "$c" &
     node_pids+=($!)
   done
@@ -355,6 +368,7 @@ if [ "$real_nodes" = 1 ]; then
   done
   node_pids=()
   for c in "${clusters[@]}"; do
+    wants_node "$c" || continue
     "$STACK_TOP/test/stack/node.sh" addons "$c" &
     node_pids+=($!)
   done

@@ -49,6 +49,8 @@ const (
 	colourGrey    = "#8a8a8a"
 	colourEdge    = "#3b6ea5"
 	colourProblem = "#c0392b"
+	// colourHandshake marks a Peer whose handshake the target recorded.
+	colourHandshake = "#2e7d32"
 )
 
 // Resolve picks the way to draw a graph.
@@ -243,7 +245,7 @@ func (d *dot) peerEdges() {
 			label = "label=" + quoteLeft(lines) + ", "
 		}
 		d.w.printf("  %s -> %s [%slhead=%s, tooltip=%s%s];\n", quote(from), quote(inbox(p.Target)), label,
-			quote("cluster_"+p.Target), quote(p.Name+" ("+p.State+")"), edgeStyle(p.State))
+			quote("cluster_"+p.Target), quote(p.Name+" ("+p.State+handshakeNote(p)+")"), edgeStyle(p.State)+handshakeStyle(p))
 	}
 }
 
@@ -307,6 +309,22 @@ func wrap(heading string, items []string) []string {
 		out = append(out, line)
 	}
 	return out
+}
+
+// handshakeNote and handshakeStyle mark a Peer that the target's leaders
+// recorded a handshake with: a thick green edge.
+func handshakeNote(p GraphPeer) string {
+	if p.Handshake {
+		return ", handshake recorded"
+	}
+	return ""
+}
+
+func handshakeStyle(p GraphPeer) string {
+	if p.Handshake && p.State != PeerProblem {
+		return fmt.Sprintf(", penwidth=2.5, color=%q", colourHandshake)
+	}
+	return ""
 }
 
 func edgeStyle(state string) string {

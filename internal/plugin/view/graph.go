@@ -99,6 +99,10 @@ type GraphPeer struct {
 	Anchor  []string `json:"anchor,omitempty"`
 	State   string   `json:"state"`
 	Problem string   `json:"problem,omitempty"`
+	// Handshake is true when a segment leader of the target recorded a
+	// WireGuard handshake with this Peer (kilo.squat.ai/discovered-endpoints):
+	// evidence that the tunnel worked once, not that it works now.
+	Handshake bool `json:"handshake,omitempty"`
 }
 
 // MeshGraph builds the picture of a mesh from what the planner makes of it.
@@ -136,6 +140,7 @@ func MeshGraph(m *snapshot.Mesh, p *Planned) Graph {
 	}
 	for i := range g.Members {
 		gm := &g.Members[i]
+		shook := handshakes(m, p, gm.Name)
 		for _, peer := range p.Peers[gm.Name] {
 			source := sources[peer.Labels[meshv1alpha1.LabelSourceCluster]]
 			gp := GraphPeer{
@@ -148,12 +153,42 @@ func MeshGraph(m *snapshot.Mesh, p *Planned) Graph {
 				}
 			}
 			gp.State, gp.Problem = peerState(m, p, gm.Name, &peer)
+			if k, ok := kilov1alpha1.ParseKey(peer.Spec.PublicKey); ok && peer.Spec.PersistentKeepalive > 0 {
+				gp.Handshake = shook[k]
+			}
 			g.Peers = append(g.Peers, gp)
 			gm.Received++
 		}
 	}
 	routes(&g, anchors)
 	return g
+}
+
+// handshakes are the keys a member's segment leaders recorded a handshake
+// with, as Kilo publishes them on the leaders' Nodes.
+func handshakes(m *snapshot.Mesh, p *Planned, member string) map[[kilov1alpha1.KeyLen]byte]bool {
+	out := map[[kilov1alpha1.KeyLen]byte]bool{}
+	inv := m.Inventories[member]
+	if inv == nil {
+		return out
+	}
+	leaders := map[string]bool{}
+	for _, s := range p.Segments[member] {
+		leaders[s.Leader] = true
+	}
+	for _, n := range inv.Status.AtProvider.Nodes {
+		if !leaders[n.Name] || n.Kilo == nil || n.Kilo.DiscoveredEndpoints == "" {
+			continue
+		}
+		d, err := mesh.ParseDiscoveredEndpoints(n.Kilo.DiscoveredEndpoints)
+		if err != nil {
+			continue // the mesh reports it
+		}
+		for k := range d {
+			out[k] = true
+		}
+	}
+	return out
 }
 
 // graphMember builds a member without its Peers, and returns its anchor

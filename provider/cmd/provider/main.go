@@ -123,7 +123,7 @@ func (c *CLI) Run() error {
 	if err != nil {
 		return errors.Wrap(err, errSetup)
 	}
-	metrics.Registry.MustRegister(kmetrics.NewCollector(mgr.GetCache()))
+	metrics.Registry.MustRegister(kmetrics.NewCollector(mgr.GetCache()), kmetrics.ApplyDuration)
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		return errors.Wrap(err, errProbe)
 	}

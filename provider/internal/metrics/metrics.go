@@ -76,6 +76,24 @@ var (
 		"1 while a PeerSet can write into its member (Synced=True), else 0.", labels, nil)
 )
 
+// ApplyDuration is how long a PeerSet's reconcile took to write its changes
+// into its member: the Peers it created, applied and deleted, from the first
+// request to the last, whatever their outcome. It is labelled only by result
+// ("ok", or "error" when a write failed or the write deadline ended them),
+// so its series do not grow with meshes, members or nodes. The buckets reach
+// the default write deadline (--member-write-deadline, 30 s).
+var ApplyDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+	Name:    "kilomesh_peerset_apply_duration_seconds",
+	Help:    "How long a PeerSet's reconcile took to write its changes (Peers created, applied and deleted) into its member, by result: ok, or error when a write failed or the write deadline ended them.",
+	Buckets: []float64{0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30},
+}, []string{"result"})
+
+// The results ApplyDuration counts.
+const (
+	ResultOK    = "ok"
+	ResultError = "error"
+)
+
 // problemReasons are the reasons kilomesh_peerset_problems reports, each
 // always present, so that an alert sees a drop to 0.
 var problemReasons = []string{

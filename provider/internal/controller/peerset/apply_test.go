@@ -21,12 +21,15 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kilov1alpha1 "github.com/kilomesh/kilomesh/apis/kilo/v1alpha1"
 	"github.com/kilomesh/kilomesh/apis/kube/v1alpha1"
 	"github.com/kilomesh/kilomesh/fn/mesh"
+	"github.com/kilomesh/kilomesh/provider/internal/metrics"
 	"github.com/kilomesh/kilomesh/provider/internal/remote"
 	"github.com/kilomesh/kilomesh/provider/internal/testenv"
 )
@@ -95,4 +98,59 @@ func TestCreateOnly(t *testing.T) {
 	if len(free.ManagedFields) != 1 || free.ManagedFields[0].Manager != "kilomesh/team/set" {
 		t.Errorf("the created Peer's field managers: want only kilomesh/team/set, got %v", free.ManagedFields)
 	}
+}
+
+// TestApplyDuration checks that each reconcile's writes are counted in the
+// apply-duration metric under their result: a reconcile whose writes all
+// succeed as ok, one whose writes cannot be made as error.
+func TestApplyDuration(t *testing.T) {
+	if !testenv.Enabled() {
+		t.Skip(testenv.SkipMessage)
+	}
+	ctx := t.Context()
+	m := testenv.StartMember(t, testenv.MemberOptions{})
+	kube, err := client.New(m.AdminConfig, client.Options{Scheme: remote.Scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cr := &v1alpha1.PeerSet{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "timed"}}
+	cr.Spec.ForProvider.Selector = mesh.OwnedLabels("team", "timed")
+	cr.Spec.ForProvider.Peers = []v1alpha1.DesiredPeer{{Name: "timed", Spec: v1alpha1.PeerSpec{AllowedIPs: []string{"10.2.3.0/24"}, PublicKey: keyA}}}
+	e := &external{peers: staleWatch(nil), kube: kube, manager: FieldManager("team", "timed")}
+	if _, err := e.Observe(ctx, cr); err != nil {
+		t.Fatal(err)
+	}
+
+	ok, failed := applies(t, metrics.ResultOK), applies(t, metrics.ResultError)
+	if _, err := e.Update(ctx, cr); err != nil {
+		t.Fatal(err)
+	}
+	if got := applies(t, metrics.ResultOK) - ok; got != 1 {
+		t.Errorf("a reconcile whose writes succeeded: %d more ok samples, want 1", got)
+	}
+
+	// The same plan again, with writes that cannot be made.
+	cancelled, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, err := e.Update(cancelled, cr); err == nil {
+		t.Fatal("a reconcile with a cancelled context wrote its Peers")
+	}
+	if got := applies(t, metrics.ResultError) - failed; got != 1 {
+		t.Errorf("a reconcile whose writes failed: %d more error samples, want 1", got)
+	}
+}
+
+// applies is how many reconciles the apply-duration metric counted under
+// result.
+func applies(t *testing.T, result string) uint64 {
+	t.Helper()
+	h, ok := metrics.ApplyDuration.WithLabelValues(result).(prometheus.Histogram)
+	if !ok {
+		t.Fatal("the apply-duration metric is not a histogram")
+	}
+	out := &dto.Metric{}
+	if err := h.Write(out); err != nil {
+		t.Fatal(err)
+	}
+	return out.GetHistogram().GetSampleCount()
 }

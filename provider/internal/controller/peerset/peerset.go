@@ -52,6 +52,7 @@ import (
 	kilov1alpha1 "github.com/kilomesh/kilomesh/apis/kilo/v1alpha1"
 	"github.com/kilomesh/kilomesh/apis/kube/v1alpha1"
 	"github.com/kilomesh/kilomesh/provider/internal/clients"
+	"github.com/kilomesh/kilomesh/provider/internal/metrics"
 	"github.com/kilomesh/kilomesh/provider/internal/remote"
 	"github.com/kilomesh/kilomesh/provider/inventory"
 )
@@ -287,9 +288,10 @@ func (e *external) Create(ctx context.Context, cr *v1alpha1.PeerSet) (managed.Ex
 // still applied. Once the cluster stops answering, or the writes of this
 // reconcile have taken writeDeadline, nothing more is tried: the reconcile
 // fails, and the rest follows at the next, after a backoff.
-func (e *external) Update(ctx context.Context, cr *v1alpha1.PeerSet) (managed.ExternalUpdate, error) {
+func (e *external) Update(ctx context.Context, cr *v1alpha1.PeerSet) (_ managed.ExternalUpdate, err error) {
 	wctx, cancel := context.WithTimeout(ctx, e.deadlineOrDefault())
 	defer cancel()
+	defer observeApply(time.Now(), &err)
 	out := e.applyAll(wctx, e.plan.Apply)
 	problems := append(append([]v1alpha1.PeerProblem(nil), e.plan.Problems...), out.rejected...)
 	sort.SliceStable(problems, func(i, j int) bool { return problems[i].Peer < problems[j].Peer })
@@ -319,6 +321,16 @@ func (e *external) Delete(ctx context.Context, _ *v1alpha1.PeerSet) (managed.Ext
 		return managed.ExternalDelete{}, remote.CutError(e.deadline(wctx, deleteError(derr, skipped, len(e.plan.Owned))))
 	}
 	return managed.ExternalDelete{}, nil
+}
+
+// observeApply records in the apply-duration metric how long the writes of
+// a reconcile that began at start took, and whether they all succeeded.
+func observeApply(start time.Time, err *error) {
+	result := metrics.ResultOK
+	if *err != nil {
+		result = metrics.ResultError
+	}
+	metrics.ApplyDuration.WithLabelValues(result).Observe(time.Since(start).Seconds())
 }
 
 func (e *external) deadlineOrDefault() time.Duration {

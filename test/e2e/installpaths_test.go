@@ -1,0 +1,200 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	kerrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/yaml"
+)
+
+// otherNamespace is where the install paths' Crossplane runs.
+const otherNamespace = "crossplane-other"
+
+// xpNamespace, once set, is where Crossplane runs instead of the env
+// file's CROSSPLANE_NAMESPACE.
+var xpNamespace string
+
+// testInstallPaths installs kilomesh the ways of docs/install.md that a
+// control plane with history needs, all at once, on a Crossplane installed
+// anew by its Helm chart into another namespace than crossplane-system:
+// provider-kubernetes already installed, under another name than the one
+// dependency resolution gives it and from another registry (so Crossplane
+// cannot match it to the Configuration's dependency), then kilomesh
+// through a mirror of xpkg.crossplane.io without dependency resolution.
+// provider-kilomesh must run under the grant's ServiceAccount in that
+// namespace and read provider-kubernetes' configs, Crossplane must install
+// no second provider-kubernetes, and a mesh must converge. It runs after
+// the uninstall, on an empty control plane.
+func testInstallPaths(ctx context.Context, t *testing.T) {
+	start := time.Now()
+	chart, err := crossplaneChart(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, err := helm(ctx, "uninstall", "crossplane", "--namespace", crossplaneNamespace(), "--wait", "--timeout", "120s"); err != nil {
+		t.Fatalf("helm uninstall crossplane: %v\n%s", err, out)
+	}
+	// The mirror's ImageConfigs of the first install go: the docs' block
+	// makes them again.
+	for _, name := range []string{"kilomesh-mirror", "provider-kilomesh-runtime-mirror"} {
+		ic := &unstructured.Unstructured{}
+		ic.SetAPIVersion("pkg.crossplane.io/v1beta1")
+		ic.SetKind("ImageConfig")
+		ic.SetName(name)
+		if err := mgmt.Delete(ctx, ic); err != nil && !kerrors.IsNotFound(err) {
+			t.Fatal(err)
+		}
+	}
+	if out, err := helm(ctx, "install", "crossplane", chart, "--namespace", otherNamespace, "--create-namespace",
+		"--set", "image.repository=stack.local/crossplane", "--set", "image.tag=v2.4.2", "--wait", "--timeout", "180s"); err != nil {
+		t.Fatalf("helm install crossplane --namespace %s: %v\n%s", otherNamespace, err, out)
+	}
+	xpNamespace = otherNamespace
+	xpMetrics.refresh(ctx)
+	moved := time.Since(start)
+
+	// provider-kubernetes as provider-kubernetes, from another registry:
+	// the stack's, under another path, named xpkg.upbound.io.
+	registry, node := env.Vars["REGISTRY_ADDRESS"], env.Vars["REGISTRY_NODE_ADDRESS"]
+	pk := "crossplane-contrib/provider-kubernetes:v1.3.1"
+	if _, err := crane(ctx, nil, "copy", registry+"/"+pk, registry+"/upbound/"+pk); err != nil {
+		t.Fatal(err)
+	}
+	apply(ctx, t, fmt.Sprintf(`apiVersion: pkg.crossplane.io/v1beta1
+kind: ImageConfig
+metadata:
+  name: upbound-mirror
+spec:
+  matchImages:
+  - type: Prefix
+    prefix: xpkg.upbound.io/crossplane-contrib/
+  rewriteImage:
+    prefix: %s/upbound/crossplane-contrib/
+---
+apiVersion: pkg.crossplane.io/v1
+kind: Provider
+metadata:
+  name: provider-kubernetes
+spec:
+  package: xpkg.upbound.io/%s
+`, node, pk))
+	if _, err := kubectl(ctx, env.Management(), "wait", "--for=condition=Healthy", "--timeout=3m", "providers.pkg.crossplane.io/provider-kubernetes"); err != nil {
+		t.Fatal(err)
+	}
+
+	// kilomesh as docs/install.md says for such a control plane.
+	if err := script(ctx, "doc.sh", "docs/install.md", "mirror", "mirror="+node+"/kilomesh"); err != nil {
+		t.Fatal(err)
+	}
+	if err := script(ctx, "doc.sh", "docs/install.md", "control-plane-grant", "xp_ns="+otherNamespace); err != nil {
+		t.Fatal(err)
+	}
+	if err := script(ctx, "doc.sh", "docs/install.md", "install-without-dependencies", "version="+toVersion()); err != nil {
+		t.Fatal(err)
+	}
+	installed := time.Since(start)
+
+	l := &unstructured.UnstructuredList{}
+	l.SetAPIVersion("pkg.crossplane.io/v1")
+	l.SetKind("ProviderList")
+	if err := mgmt.List(ctx, l); err != nil {
+		t.Fatal(err)
+	}
+	var providers []string
+	for _, p := range l.Items {
+		pkg, _, _ := unstructured.NestedString(p.Object, "spec", "package")
+		providers = append(providers, p.GetName()+"="+pkg)
+	}
+	if strings.Join(providers, " ") != "kilomesh-provider-kilomesh=xpkg.crossplane.io/kilomesh/provider-kilomesh:"+toVersion()+" provider-kubernetes=xpkg.upbound.io/"+pk {
+		t.Errorf("the providers installed: %v; want provider-kilomesh and the provider-kubernetes installed before, nothing more", providers)
+	}
+	t.Run("provider-kilomesh runs with its grant", func(t *testing.T) {
+		for _, p := range []pkg{pkgs[0], pkgs[2]} {
+			waitFor(ctx, t, "a ready pod of "+p.name, func() error {
+				pod, err := packagePod(ctx, p)
+				if err == nil && !ready(pod) {
+					err = fmt.Errorf("pod %s is not ready", pod.Name)
+				}
+				return err
+			})
+		}
+		pod, err := packagePod(ctx, pkgs[2])
+		if err != nil {
+			t.Fatal(err)
+		}
+		token, err := podToken(pod)
+		if err != nil {
+			t.Fatal(err)
+		}
+		user, _, err := whoami(ctx, token)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := "system:serviceaccount:" + otherNamespace + ":provider-kilomesh"; user != want {
+			t.Errorf("provider-kilomesh runs as %s, want %s", user, want)
+		}
+		if err := canI(ctx, token, "kubernetes.m.crossplane.io", "providerconfigs", "watch"); err != nil {
+			t.Errorf("provider-kilomesh: %v", err)
+		}
+	})
+
+	ref := meshRef{ns: "paths", name: "mesh"}
+	resetNodes(ctx, t)
+	if err := script(ctx, "providerconfigs.sh", ref.ns, "cluster-a", "cluster-b"); err != nil {
+		t.Fatal(err)
+	}
+	if err := mgmt.Create(ctx, newMesh(ref, "PeerSet", member("cluster-a", "cluster-a"), member("cluster-b", "cluster-b"))); err != nil {
+		t.Fatal(err)
+	}
+	took := waitConverged(ctx, t, ref, convergeTimeout)
+	waitCondition(ctx, t, ref, "Ready", "True", convergeTimeout)
+	report.notef("install paths: Crossplane moved to %s by its chart in %.1fs; provider-kubernetes from another registry under another name, then kilomesh through a mirror without dependency resolution: installed after %.1fs; a mesh of cluster-a and cluster-b converged %.1fs after it was created",
+		otherNamespace, moved.Seconds(), installed.Seconds(), took.Seconds())
+}
+
+// crossplaneChart is the Helm chart of the Crossplane the stack runs, from
+// the Go module cache (as crossplane-up.sh installs it).
+func crossplaneChart(ctx context.Context) (string, error) {
+	cmd := exec.CommandContext(ctx, "go", "list", "-m", "-f", "{{.Dir}}", "github.com/crossplane/crossplane/v2")
+	cmd.Dir = filepath.Join(top, "test", "tools", "crossplane")
+	out, err := cmd.Output()
+	if err != nil {
+		return "", fmt.Errorf("cannot find Crossplane's module: %w", err)
+	}
+	return filepath.Join(strings.TrimSpace(string(out)), "cluster", "charts", "crossplane"), nil
+}
+
+// helm runs the stack's helm against the management cluster, with its
+// homes in the run folder, as crossplane-up.sh does.
+func helm(ctx context.Context, args ...string) (string, error) {
+	h := filepath.Join(env.Dir, "helm")
+	cmd := exec.CommandContext(ctx, filepath.Join(env.Vars["STACK_BIN"], "helm"), args...)
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+env.Kubeconfig(env.Management()),
+		"HELM_CACHE_HOME="+filepath.Join(h, "cache"), "HELM_CONFIG_HOME="+filepath.Join(h, "config"), "HELM_DATA_HOME="+filepath.Join(h, "data"))
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+// apply creates the objects of a YAML stream in the management cluster.
+func apply(ctx context.Context, t *testing.T, docs string) {
+	t.Helper()
+	for _, d := range strings.Split(docs, "\n---\n") {
+		u := &unstructured.Unstructured{}
+		if err := yaml.Unmarshal([]byte(d), &u.Object); err != nil {
+			t.Fatal(err)
+		}
+		if err := mgmt.Create(ctx, u); err != nil && !kerrors.IsAlreadyExists(err) {
+			t.Fatalf("%s %s: %v", u.GetKind(), u.GetName(), err)
+		}
+	}
+}

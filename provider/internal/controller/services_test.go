@@ -297,6 +297,18 @@ func TestServiceSync(t *testing.T) {
 		ep("10.1.1.5", true, ""), ep("10.1.1.6", true, ""), ep("10.1.1.7", false, ""), ep("10.2.9.9", true, ""), ep("172.31.0.1", true, ""))
 	exportService(ctx, t, a.c, "shop", "db", true, 5432, ep("10.1.2.1", true, "db-0"), ep("10.1.2.2", true, "db-1"))
 	exportService(ctx, t, a.c, "other", "secret", false, 80, ep("10.1.3.1", true, ""))
+	// A member admin who granted kilomesh more than the mesh declares: the
+	// services grant in other too, in the exporter and in an importer. The
+	// mesh still shares shop only.
+	for _, m := range []*svcMember{a, b} {
+		if err := m.c.Create(ctx, &rbacv1.RoleBinding{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "other", Name: "kilomesh-services"},
+			RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "kilomesh-member-services"},
+			Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Namespace: "kube-system", Name: "kilomesh"}},
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
 	// A ServiceImport made by hand in b, whose name a then exports.
 	handMade := &mcsv1beta1.ServiceImport{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "taken"}, Spec: mcsv1beta1.ServiceImportSpec{Type: mcsv1beta1.Headless, Ports: []mcsv1beta1.ServicePort{{Port: 1}}}}
 	if err := b.c.Create(ctx, handMade); err != nil {
@@ -324,10 +336,15 @@ func TestServiceSync(t *testing.T) {
 		}))
 	})
 	t.Run("UndeclaredNamespace", func(t *testing.T) {
-		// The provider cannot even read namespace other: nothing of it
-		// reaches b, whatever a exports there.
+		// hello and db of shop are imported by now, so the ServiceSyncs
+		// have planned; nothing of other reaches b, though the provider
+		// may read and write there.
+		eventually(t, "hello imported into b", wantImport(ctx, b.c, "hello", &importState{Type: "ClusterSetIP", IPs: 1, IPIsSvc: true, Clusters: []string{"a-1111"}, Ready: map[string][]string{"a-1111": {"10.1.1.5", "10.1.1.6"}}}))
 		if _, err := importOf(ctx, b.c, "other", "secret"); !kerrors.IsNotFound(err) {
 			t.Errorf("an export in an undeclared namespace was imported: %v", err)
+		}
+		if n, err := ownedCount(ctx, b.c, "other"); err != nil || n > 0 {
+			t.Errorf("objects of the mesh in an undeclared namespace of b: %d (%v)", n, err)
 		}
 	})
 	t.Run("HandMadeImport", func(t *testing.T) {
@@ -350,6 +367,57 @@ func TestServiceSync(t *testing.T) {
 		if diff := cmp.Diff(handMade.Spec, got.Spec); diff != "" || len(got.Labels) > 0 {
 			t.Errorf("the hand-made ServiceImport was changed: -want, +got:\n%s labels %v", diff, got.Labels)
 		}
+	})
+	t.Run("AnotherMeshCollides", func(t *testing.T) {
+		// Another mesh in the same namespace of the control plane joins b
+		// and a, and so wants b's shop/hello too: it must neither take
+		// over nor change the first mesh's import, and deleting it must
+		// leave that import alone.
+		other := serviceSync(ns, b, b, a)
+		other.Name = "services-b-m2"
+		other.Spec.ForProvider.Selector = map[string]string{"kilomesh.io/mesh": "m2"}
+		other.Spec.ForProvider.ClusterID = "b-m2"
+		if err := cp.kube.Create(ctx, other); err != nil {
+			t.Fatal(err)
+		}
+		before := &mcsv1beta1.ServiceImport{}
+		if err := b.c.Get(ctx, client.ObjectKey{Namespace: "shop", Name: "hello"}, before); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, "the second mesh reports b's shop/hello taken", func() error {
+			s := &v1alpha1.ServiceSync{}
+			if err := cp.kube.Get(ctx, client.ObjectKeyFromObject(other), s); err != nil {
+				return err
+			}
+			for _, p := range s.Status.AtProvider.Problems {
+				if p.Service == "shop/hello" && p.Reason == v1alpha1.ReasonImportNameConflict {
+					return nil
+				}
+			}
+			return fmt.Errorf("problems: %v", s.Status.AtProvider.Problems)
+		})
+		check := func(when string) {
+			t.Helper()
+			got := &mcsv1beta1.ServiceImport{}
+			if err := b.c.Get(ctx, client.ObjectKeyFromObject(before), got); err != nil {
+				t.Fatalf("%s: %v", when, err)
+			}
+			if diff := cmp.Diff(before.Labels, got.Labels); diff != "" {
+				t.Errorf("%s: the first mesh's import changed hands: -want, +got:\n%s", when, diff)
+			}
+			if diff := cmp.Diff(before.Spec, got.Spec); diff != "" {
+				t.Errorf("%s: the first mesh's import changed: -want, +got:\n%s", when, diff)
+			}
+		}
+		check("with the second mesh")
+		if err := cp.kube.Delete(ctx, other); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, "the second mesh's ServiceSync gone", absent(ctx, cp.kube, other))
+		check("after the second mesh went")
+		eventually(t, "hello still imported into b by the first mesh", wantImport(ctx, b.c, "hello", &importState{
+			Type: "ClusterSetIP", IPs: 1, IPIsSvc: true, Clusters: []string{"a-1111"}, Ready: map[string][]string{"a-1111": {"10.1.1.5", "10.1.1.6"}},
+		}))
 	})
 	t.Run("EndpointChurnWritesNoStatus", func(t *testing.T) {
 		// The ServiceSyncs settle first: their first reconciles write

@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	kilov1alpha1 "github.com/kilomesh/kilomesh/apis/kilo/v1alpha1"
+	kubev1alpha1 "github.com/kilomesh/kilomesh/apis/kube/v1alpha1"
 	meshv1alpha1 "github.com/kilomesh/kilomesh/apis/mesh/v1alpha1"
 	"github.com/kilomesh/kilomesh/fn/mesh"
 )
@@ -34,8 +35,8 @@ type deliverer interface {
 	// and false when the resource is not of this deliverer's kind.
 	target(name string, s *structpb.Struct) (string, bool)
 	// composed lists the Peers an observed composed resource of this
-	// deliverer's kind holds.
-	composed(name string, s *structpb.Struct) []composedPeer
+	// deliverer's kind holds; segs are the observed SegmentSets, by name.
+	composed(segs map[string]*kubev1alpha1.SegmentSet, name string, s *structpb.Struct) []composedPeer
 	// problems adds, by member, why its Peers cannot be written.
 	problems(o *observed, members map[string]bool, out map[string]string)
 }
@@ -66,10 +67,11 @@ type composedPeer struct {
 // sorted by target and name.
 func composedPeers(o *observed) []composedPeer {
 	var out []composedPeer
+	segs := segmentIndex(o.resources)
 	for name, r := range o.resources {
 		for _, d := range deliverers {
 			if _, ok := d.target(name, r.GetResource()); ok {
-				out = append(out, d.composed(name, r.GetResource())...)
+				out = append(out, d.composed(segs, name, r.GetResource())...)
 				break
 			}
 		}

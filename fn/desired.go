@@ -126,6 +126,15 @@ func (c *converter) peerSpec(s *kilov1alpha1.PeerSpec) *structpb.Value {
 	return object(f)
 }
 
+// desiredPeer is a Peer as a PeerSet or SegmentSet holds it.
+func (c *converter) desiredPeer(p *kilov1alpha1.Peer) *structpb.Value {
+	return object(map[string]*structpb.Value{
+		"name":   str(p.Name),
+		"labels": c.sourceLabel(p),
+		"spec":   c.peerSpec(&p.Spec),
+	})
+}
+
 func (c *converter) peer(p *kilov1alpha1.Peer) *structpb.Value {
 	return object(map[string]*structpb.Value{
 		"apiVersion": str(kilov1alpha1.APIVersion),
@@ -156,6 +165,7 @@ func providerConfigRef(r meshv1alpha1.ProviderConfigReference) *structpb.Value {
 
 // A composition is the desired state being written for one mesh.
 type composition struct {
+	x       *xrMesh
 	o       *observed
 	desired map[string]*fnv1.Resource
 	conv    *converter
@@ -163,6 +173,9 @@ type composition struct {
 	owned *structpb.Value
 	// maxPeerSet is the most bytes a PeerSet may hold.
 	maxPeerSet int
+	// shared is the shared form of the PeerSets, nil when they hold their
+	// Peers inline.
+	shared *sharedForm
 }
 
 // put adds a composed resource, ready when its observed self is.
@@ -172,11 +185,12 @@ func (cp *composition) put(name string, s *structpb.Struct) {
 
 // compose writes the desired composed resources of a planned mesh: one
 // NodeInventory per member, and its Peers as its delivery writes them.
-func compose(rsp *fnv1.RunFunctionResponse, x *xrMesh, o *observed, plan *mesh.Plan, maxPeerSet int) error {
+func compose(rsp *fnv1.RunFunctionResponse, x *xrMesh, o *observed, plan *mesh.Plan, maxPeerSet, threshold int) error {
 	if maxPeerSet == 0 {
 		maxPeerSet = maxPeerSetBytes
 	}
 	cp := &composition{
+		x:          x,
 		o:          o,
 		desired:    map[string]*fnv1.Resource{},
 		conv:       newConverter(),
@@ -186,6 +200,14 @@ func compose(rsp *fnv1.RunFunctionResponse, x *xrMesh, o *observed, plan *mesh.P
 	keepUnobserved(x, o, plan)
 	d := delivererOf(x)
 	handOver(cp, x, d)
+	if _, ok := d.(peerSetDelivery); ok && useShared(o, plan.Peers, threshold) {
+		sf, err := share(x, plan.Peers)
+		if err != nil {
+			return err
+		}
+		cp.shared = sf
+		composeSegments(cp, sf)
+	}
 	for _, c := range x.Spec.Clusters {
 		params := map[string]*structpb.Value{"ownedPeerLabels": cp.owned}
 		if c.NodeSelector != nil {
@@ -214,6 +236,7 @@ func compose(rsp *fnv1.RunFunctionResponse, x *xrMesh, o *observed, plan *mesh.P
 	composeServices(cp, x)
 	orphanConflicting(cp, plan)
 	holdRefused(cp, x)
+	keepReferenced(cp)
 	if rsp.Desired == nil {
 		rsp.Desired = &fnv1.State{}
 	}

@@ -45,6 +45,9 @@ type Function struct {
 	// maxPeerSetBytes; benchmarks raise them to measure meshes past the
 	// limits.
 	maxResponse, maxPeerSet int
+	// shareAbove overrides DefaultShareAbove: the bytes of inline Peers
+	// above which a mesh's PeerSets take the shared form.
+	shareAbove int
 	// now is the clock; time.Now when nil.
 	now func() time.Time
 	// metrics records every call, meshes what each mesh's last plan said;
@@ -77,6 +80,11 @@ func (f *Function) run(req *fnv1.RunFunctionRequest) (*fnv1.RunFunctionResponse,
 		return rsp, resultInvalid, 0
 	}
 	log := f.log.WithValues("xr", xr.Namespace+"/"+xr.Name)
+	threshold, err := shareAbove(xr, f.shareAbove)
+	if err != nil {
+		response.Fatal(rsp, errors.Wrap(err, errDecodeMesh))
+		return rsp, resultInvalid, 0
+	}
 
 	others, resolved := siblings(rsp, req, xr)
 	if !resolved {
@@ -123,10 +131,11 @@ func (f *Function) run(req *fnv1.RunFunctionRequest) (*fnv1.RunFunctionResponse,
 		return rsp, resultError, 0
 	}
 
-	if err := compose(rsp, xr, obs, plan, f.maxPeerSet); err != nil {
+	if err := compose(rsp, xr, obs, plan, f.maxPeerSet, threshold); err != nil {
 		response.Fatal(rsp, errors.Wrap(err, errCompose))
 		return rsp, resultError, 0
 	}
+	steadyLastObserved(req.GetObserved().GetComposite().GetResource(), plan)
 	problems := deliveryProblems(xr, obs)
 	for member, msg := range plan.Withheld {
 		addProblem(problems, member, msg)

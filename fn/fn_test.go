@@ -667,15 +667,15 @@ func TestResponseLimit(t *testing.T) {
 			hints: []string{"set spec.delivery: PeerSet", "4 MiB"},
 		},
 		"PeerSetPointsToSplitting": {
-			reason:   "A PeerSet mesh beyond the response limit is told to split or shrink.",
+			reason:   "A PeerSet mesh beyond the response limit, even with every segment written once (SegmentSets), is told to split or shrink.",
 			delivery: "PeerSet",
-			clusters: 8, nodes: 300,
+			clusters: 10, nodes: 1000,
 			hints: []string{"split the mesh", "4 MiB"},
 		},
 		"PeerSetOverEtcdLimit": {
-			reason:   "A PeerSet that etcd could not store (1.5 MiB) fails before any write, naming the member and what to do.",
+			reason:   "A PeerSet that etcd could not store (1.5 MiB) fails before any write, naming the member and what to do: with two members no segment is shared, every Peer is the PeerSet's own.",
 			delivery: "PeerSet",
-			clusters: 5, nodes: 1500,
+			clusters: 2, nodes: 2500,
 			hints: []string{"PeerSet of cluster cluster-00", "1.5 MiB", "Location granularity"},
 		},
 	}

@@ -47,7 +47,7 @@ func holdFirstDelivery(x *xrMesh, o *observed, now time.Time) time.Duration {
 
 // delivers tells whether a composed resource delivers Peers.
 func delivers(name string) bool {
-	return strings.HasPrefix(name, prefixPeerSet) || strings.HasPrefix(name, prefixPeer)
+	return strings.HasPrefix(name, prefixPeerSet) || strings.HasPrefix(name, prefixPeer) || isSegments(name)
 }
 
 // withhold drops the Peers' delivery from the desired state, the

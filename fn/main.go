@@ -29,6 +29,7 @@ type CLI struct {
 
 	MaxRecvMessageSize int           `default:"64"  help:"Largest request to accept, in MiB. Crossplane sends every observed resource of a mesh."`
 	ResponseTTL        time.Duration `default:"60s" help:"How long Crossplane may cache a response. It also re-runs the function this often, a safety net for missed events."`
+	ShareSegmentsAbove int           `default:"262144" help:"Bytes of Peers that a mesh's PeerSets may take inline, all together, before each segment is written once in a SegmentSet that every PeerSet references. A mesh's kilomesh.io/share-segments-above annotation may lower it."`
 }
 
 // Run this function.
@@ -39,7 +40,7 @@ func (c *CLI) Run() error {
 	}
 	registry := prometheus.NewRegistry()
 	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	return function.Serve(&Function{log: log, ttl: c.ResponseTTL, metrics: newMetrics(registry), meshes: newMeshMetrics(registry, time.Now)},
+	return function.Serve(&Function{log: log, ttl: c.ResponseTTL, shareAbove: c.ShareSegmentsAbove, metrics: newMetrics(registry), meshes: newMeshMetrics(registry, time.Now)},
 		function.WithMetricsRegistry(registry),
 		function.Listen(c.Network, c.Address),
 		function.MTLSCertificates(c.TLSCertsDir),

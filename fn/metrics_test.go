@@ -55,7 +55,7 @@ func TestMetrics(t *testing.T) {
 		},
 		"TooLarge": {
 			reason:  "A response over the limit is a fatal result, counted as too_large, and its planned size is measured.",
-			req:     func(t *testing.T) *fnv1.RunFunctionRequest { return largeMesh(t, "PeerSet", 8, 300) },
+			req:     func(t *testing.T) *fnv1.RunFunctionRequest { return largeMesh(t, "PeerSet", 10, 1000) },
 			want:    resultTooLarge,
 			wantObs: 1,
 		},

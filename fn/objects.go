@@ -6,6 +6,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	kilov1alpha1 "github.com/kilomesh/kilomesh/apis/kilo/v1alpha1"
+	kubev1alpha1 "github.com/kilomesh/kilomesh/apis/kube/v1alpha1"
 	meshv1alpha1 "github.com/kilomesh/kilomesh/apis/mesh/v1alpha1"
 )
 
@@ -47,7 +48,7 @@ func (objectDelivery) target(name string, s *structpb.Struct) (string, bool) {
 	return get(s, "metadata", "labels", labelTargetCluster).GetStringValue(), true
 }
 
-func (objectDelivery) composed(name string, s *structpb.Struct) []composedPeer {
+func (objectDelivery) composed(_ map[string]*kubev1alpha1.SegmentSet, name string, s *structpb.Struct) []composedPeer {
 	manifest := get(s, "spec", "forProvider", "manifest")
 	return []composedPeer{{
 		resource: name,

@@ -49,7 +49,9 @@ type xrMesh struct {
 	Name      string
 	// Created is the mesh's creationTimestamp; zero in a dry run.
 	Created time.Time
-	Spec    meshv1alpha1.ClusterMeshSpec
+	// Annotations of the mesh.
+	Annotations map[string]string
+	Spec        meshv1alpha1.ClusterMeshSpec
 }
 
 // olderThan tells whether a mesh created at t (named name) came before this
@@ -77,6 +79,12 @@ func decodeMesh(s *structpb.Struct) (*xrMesh, error) {
 	x.Created, _ = time.Parse(time.RFC3339, get(s, "metadata", "creationTimestamp").GetStringValue()) // zero when unset
 	if x.Name == "" {
 		return nil, errors.New("the ClusterMesh has no metadata.name")
+	}
+	for k, v := range get(s, "metadata", "annotations").GetStructValue().GetFields() {
+		if x.Annotations == nil {
+			x.Annotations = map[string]string{}
+		}
+		x.Annotations[k] = v.GetStringValue()
 	}
 	spec := get(s, "spec").GetStructValue()
 	if spec == nil {
@@ -284,6 +292,9 @@ func condition(s *structpb.Struct, typ string) (cond, bool) {
 func ready(r *fnv1.Resource) fnv1.Ready {
 	if r == nil {
 		return fnv1.Ready_READY_FALSE
+	}
+	if get(r.GetResource(), "kind").GetStringValue() == kubev1alpha1.SegmentSetKind {
+		return fnv1.Ready_READY_TRUE // data only: no controller reports on it
 	}
 	c, ok := condition(r.GetResource(), "Ready")
 	if !ok || c.status != "True" {

@@ -25,35 +25,50 @@ const (
 // peerset-<target>.
 type peerSetDelivery struct{}
 
-// compose writes the PeerSet of one target. The PeerSet adds its selector
-// labels to every Peer; each Peer carries only the label that is its own.
+// compose writes the PeerSet of one target: its Peers inline, or, in the
+// shared form, references to the SegmentSets of the other members with
+// what the target holds otherwise. The PeerSet adds its selector labels to
+// every Peer; each Peer carries only the label that is its own.
 func (peerSetDelivery) compose(cp *composition, c meshv1alpha1.Cluster, peers []kilov1alpha1.Peer) error {
-	items := make([]*structpb.Value, len(peers))
-	for i := range peers {
-		items[i] = object(map[string]*structpb.Value{
-			"name":   str(peers[i].Name),
-			"labels": cp.conv.sourceLabel(&peers[i]),
-			"spec":   cp.conv.peerSpec(&peers[i].Spec),
-		})
+	params := map[string]*structpb.Value{"selector": cp.owned}
+	var measured *structpb.Value
+	count := len(peers)
+	if cp.shared != nil {
+		if !cp.segmentsWritten(c.Name) {
+			// A PeerSet that referenced a SegmentSet not written yet would
+			// stop in error until it is: it waits for them as it is.
+			if r, ok := cp.o.resources[prefixPeerSet+c.Name]; ok {
+				cp.put(prefixPeerSet+c.Name, intent(r.GetResource()))
+			}
+			return nil
+		}
+		refs, inline := sharedPeerSet(cp, c.Name, peers)
+		params["segmentSetRefs"] = refs
+		params["peers"] = inline
+		measured = object(map[string]*structpb.Value{"peers": inline, "segmentSetRefs": refs})
+		count = len(inline.GetListValue().GetValues())
+	} else {
+		items := make([]*structpb.Value, len(peers))
+		for i := range peers {
+			items[i] = cp.conv.desiredPeer(&peers[i])
+		}
+		params["peers"] = structpb.NewListValue(&structpb.ListValue{Values: items})
+		measured = params["peers"]
 	}
-	list := structpb.NewListValue(&structpb.ListValue{Values: items})
 	// A PeerSet the API server cannot store would fail on every write.
-	b, err := list.MarshalJSON()
+	b, err := measured.MarshalJSON()
 	if err != nil {
 		return errors.Wrap(err, errMeasurePeerSet)
 	}
 	if len(b) > cp.maxPeerSet {
-		return errors.Errorf(errFmtPeerSetTooLarge, c.Name, len(b)>>10, len(items), cp.maxPeerSet>>10)
+		return errors.Errorf(errFmtPeerSetTooLarge, c.Name, len(b)>>10, count, cp.maxPeerSet>>10)
 	}
 	set := &structpb.Struct{Fields: map[string]*structpb.Value{
 		"apiVersion": str(kubev1alpha1.GroupVersion.String()),
 		"kind":       str(kubev1alpha1.PeerSetKind),
 		"spec": object(map[string]*structpb.Value{
 			"providerConfigRef": providerConfigRef(c.ProviderConfigRef),
-			"forProvider": object(map[string]*structpb.Value{
-				"selector": cp.owned,
-				"peers":    list,
-			}),
+			"forProvider":       object(params),
 		}),
 	}}
 	cp.put(prefixPeerSet+c.Name, set)
@@ -64,18 +79,40 @@ func (peerSetDelivery) target(name string, _ *structpb.Struct) (string, bool) {
 	return strings.CutPrefix(name, prefixPeerSet)
 }
 
-func (peerSetDelivery) composed(name string, s *structpb.Struct) []composedPeer {
+// composed lists the Peers a PeerSet holds, those of the SegmentSets it
+// references included. A SegmentSet that is not observed (deleted by hand)
+// adds none: what it held is not delivered.
+func (peerSetDelivery) composed(segs map[string]*kubev1alpha1.SegmentSet, name string, s *structpb.Struct) []composedPeer {
 	target := strings.TrimPrefix(name, prefixPeerSet)
-	items := get(s, "spec", "forProvider", "peers").GetListValue().GetValues()
-	out := make([]composedPeer, 0, len(items))
-	for _, item := range items {
-		i := item.GetStructValue()
+	fp := get(s, "spec", "forProvider")
+	params := kubev1alpha1.PeerSetParameters{}
+	for _, item := range get(fp.GetStructValue(), "peers").GetListValue().GetValues() {
+		params.Peers = append(params.Peers, desiredPeerOf(item.GetStructValue()))
+	}
+	for _, ref := range get(fp.GetStructValue(), "segmentSetRefs").GetListValue().GetValues() {
+		r := kubev1alpha1.SegmentSetReference{Name: get(ref.GetStructValue(), "name").GetStringValue()}
+		for _, o := range get(ref.GetStructValue(), "omit").GetListValue().GetValues() {
+			r.Omit = append(r.Omit, o.GetStringValue())
+		}
+		params.SegmentSetRefs = append(params.SegmentSetRefs, r)
+	}
+	resolved, err := kubev1alpha1.ResolvePeers(&params, func(n string) (*kubev1alpha1.SegmentSet, error) {
+		if s, ok := segs[n]; ok {
+			return s, nil
+		}
+		return &kubev1alpha1.SegmentSet{}, nil
+	})
+	if err != nil {
+		resolved = params.Peers // two forms of one Peer: only the set's own are certain
+	}
+	out := make([]composedPeer, 0, len(resolved))
+	for i := range resolved {
 		out = append(out, composedPeer{
 			resource: name,
 			target:   target,
-			source:   get(i, "labels", meshv1alpha1.LabelSourceCluster).GetStringValue(),
-			name:     get(i, "name").GetStringValue(),
-			spec:     peerSpecOf(get(i, "spec")),
+			source:   resolved[i].Labels[meshv1alpha1.LabelSourceCluster],
+			name:     resolved[i].Name,
+			spec:     resolved[i].Spec.Kilo(),
 		})
 	}
 	return out

@@ -4,8 +4,10 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 
 	"google.golang.org/protobuf/types/known/structpb"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/crossplane/function-sdk-go/errors"
 	fnv1 "github.com/crossplane/function-sdk-go/proto/v1"
@@ -42,6 +44,40 @@ const (
 	reasonFrozen              = "MeshFrozen"
 	maxConditionMessageLength = 1024
 )
+
+// lastObservedStep is how far a member's last observation may move before
+// the mesh's status says so. Every observation of a member (a node added,
+// a key rotated) would otherwise rewrite the mesh's status, and every
+// write is a watch event of Crossplane's circuit breaker: under churn, the
+// status follows within a minute, not at every change.
+const lastObservedStep = time.Minute
+
+// steadyLastObserved keeps every member's lastObserved as the observed mesh
+// reports it while no member's new observation is lastObservedStep newer
+// than the one reported (or new to the status): a member that changes
+// rarely shows each observation exactly, and a mesh whose members change
+// every few seconds moves them all together, at most once a minute.
+func steadyLastObserved(xr *structpb.Struct, plan *mesh.Plan) {
+	prev := map[string]time.Time{}
+	for _, v := range get(xr, "status", "clusters").GetListValue().GetValues() {
+		c := v.GetStructValue()
+		if t, err := time.Parse(time.RFC3339, get(c, "lastObserved").GetStringValue()); err == nil {
+			prev[get(c, "name").GetStringValue()] = t
+		}
+	}
+	for _, c := range plan.Status.Clusters {
+		p, ok := prev[c.Name]
+		if c.LastObserved != nil && (!ok || c.LastObserved.Before(&metav1.Time{Time: p}) || c.LastObserved.Sub(p) >= lastObservedStep) {
+			return // reported as observed, every member with it
+		}
+	}
+	for i := range plan.Status.Clusters {
+		c := &plan.Status.Clusters[i]
+		if p, ok := prev[c.Name]; ok && c.LastObserved != nil {
+			c.LastObserved = &metav1.Time{Time: p}
+		}
+	}
+}
 
 // setStatus merges status fields into the desired composite resource.
 func setStatus(rsp *fnv1.RunFunctionResponse, status *structpb.Value) {

@@ -53,6 +53,7 @@ type cli struct {
 	Status   statusCmd   `cmd:"" help:"Show the status of meshes: every member, its segments and leaders, its Peers, what it skipped; --wait waits until every mesh converged."`
 	Graph    graphCmd    `cmd:"" help:"Draw a mesh: members, segments with their leaders and nodes, Peers with their routes, skipped nodes."`
 	Diagnose diagnoseCmd `cmd:"" help:"Check a mesh as an operator would, and say how to fix each finding."`
+	Peers    peersCmd    `cmd:"" help:"Print the Kilo Peers each member gets, from the output of crossplane composition render: those of Objects, and those of PeerSets with the SegmentSets they reference resolved."`
 	Version  versionCmd  `cmd:"" help:"Print the version."`
 }
 
@@ -60,6 +61,8 @@ type cli struct {
 // tests replace.
 type env struct {
 	stdout, stderr io.Writer
+	// stdin is what peers reads by default; os.Stdin when nil.
+	stdin io.Reader
 	// clock, when set, is the time of every snapshot instead of the
 	// management cluster's clock.
 	clock func() time.Time

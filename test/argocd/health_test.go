@@ -17,6 +17,8 @@ import (
 
 	lua "github.com/yuin/gopher-lua"
 	"sigs.k8s.io/yaml"
+
+	"github.com/kilomesh/kilomesh/test/internal/yamldocs"
 )
 
 const (
@@ -283,6 +285,11 @@ func TestHealth(t *testing.T) {
 			fixture: "render-copied-key.yaml",
 			want:    want{"Progressing", "NodeNoWireguardIP"},
 		},
+		"RenderSharedSegments": {
+			reason:  "A mesh whose Peers are written once in SegmentSets is judged by its PeerSets, as any other: still being created, Progressing.",
+			fixture: "render-shared-segments.yaml",
+			want:    want{"Progressing", "Unready resources"},
+		},
 		"UndeliveredShortly": {
 			reason:  "Peers that cannot be written into a member for a short while keep the mesh Progressing, naming the member.",
 			fixture: "undelivered.yaml",
@@ -544,7 +551,7 @@ func TestFixturesAreRenders(t *testing.T) {
 		name := "render-" + s.Name() + ".yaml"
 		want[name] = true
 		t.Run(s.Name(), func(t *testing.T) {
-			rendered := firstDocument(readFile(t, filepath.Join(renderDir, s.Name(), "expected.yaml")))
+			rendered := firstDocument(t, readFile(t, filepath.Join(renderDir, s.Name(), "expected.yaml")))
 			fixture, err := os.ReadFile(filepath.Join(testdataDir, name))
 			if err != nil {
 				t.Fatalf("scenario %s has no fixture: copy the first document of its expected.yaml to %s/%s", s.Name(), testdataDir, name)
@@ -568,10 +575,14 @@ func TestFixturesAreRenders(t *testing.T) {
 
 // firstDocument returns the first YAML document of a stream, without its
 // leading separator.
-func firstDocument(stream string) string {
-	stream = strings.TrimPrefix(stream, "---\n")
-	if i := strings.Index(stream, "\n---\n"); i >= 0 {
-		return stream[:i+1]
+func firstDocument(t *testing.T, stream string) string {
+	t.Helper()
+	docs, err := yamldocs.Split([]byte(stream))
+	if err != nil {
+		t.Fatal(err)
 	}
-	return stream
+	if len(docs) == 0 {
+		t.Fatal("no YAML document")
+	}
+	return string(docs[0])
 }

@@ -12,6 +12,7 @@ import (
 
 	meshv1alpha1 "github.com/kilomesh/kilomesh/apis/mesh/v1alpha1"
 	"github.com/kilomesh/kilomesh/fn/mesh"
+	"github.com/kilomesh/kilomesh/test/internal/yamldocs"
 )
 
 // The pages whose shell blocks users run to install, upgrade and uninstall
@@ -132,9 +133,13 @@ func readExamples(t *testing.T) map[string]example {
 			t.Fatalf("no examples %s: %v", pattern, err)
 		}
 		for _, f := range files {
-			for i, doc := range strings.Split(read(t, strings.TrimPrefix(f, root+"/")), "\n---\n") {
+			docs, err := yamldocs.Split([]byte(read(t, strings.TrimPrefix(f, root+"/"))))
+			if err != nil {
+				t.Fatalf("%s: %v", f, err)
+			}
+			for i, doc := range docs {
 				e := example{}
-				if err := yaml.Unmarshal([]byte(doc), &e); err != nil {
+				if err := yaml.Unmarshal(doc, &e); err != nil {
 					t.Fatalf("%s, document %d: %v", f, i+1, err)
 				}
 				if e.Kind == "" {

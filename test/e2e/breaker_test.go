@@ -96,19 +96,14 @@ func waitBreakerClosed(ctx context.Context, t *testing.T, ref meshRef) {
 	if err := patchMesh(ctx, ref, fmt.Sprintf(`[{"op":"add","path":"/metadata/annotations","value":{"e2e.kilomesh.io/poke":%q}}]`, time.Now().UTC().Format(time.RFC3339Nano))); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(60 * time.Second)
-	for {
+	eventually(ctx, t, fmt.Sprintf("the watch circuit breaker of %s to close", ref), 60*time.Second, 500*time.Millisecond, func() (bool, error) {
 		u, _, err := stack.GetMesh(ctx, mgmt, ref.ns, ref.name)
-		if err == nil {
-			if s, _, _ := conditionOf(u, "Responsive"); s == "True" {
-				break
-			}
+		if err != nil {
+			return false, err
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the watch circuit breaker of %s did not close", ref)
-		}
-		time.Sleep(500 * time.Millisecond)
-	}
+		s, reason, msg := conditionOf(u, "Responsive")
+		return s == "True", fmt.Errorf("Responsive=%s %s: %s", s, reason, msg)
+	})
 	if waited > time.Second {
 		report.notef("%s: waited %.0fs for Crossplane's watch circuit breaker to close (cooldown %s)", ref, waited.Seconds(), xpBreaker.cooldown)
 	}

@@ -203,35 +203,38 @@ func packets(ctx context.Context, t *testing.T, mode, label string, nodes map[st
 // has a peer with key.
 func waitPeerKey(ctx context.Context, t *testing.T, cluster string, nodes []string, key string) {
 	t.Helper()
-	deadline := time.Now().Add(convergeTimeout)
-	for _, n := range nodes {
-		for {
+	// One deadline for every node, taken in turn: check moves on to the
+	// next node as soon as one has the peer.
+	i := 0
+	eventually(ctx, t, fmt.Sprintf("the WireGuard interfaces of %s %v to have a peer with key %s", cluster, nodes, key), convergeTimeout, 200*time.Millisecond, func() (bool, error) {
+		for ; i < len(nodes); i++ {
+			n := nodes[i]
 			d, err := dp.Device(ctx, cluster, n)
 			if err == nil && d != nil && slices.ContainsFunc(d.Peers, func(p dataplane.DevicePeer) bool { return p.PublicKey.String() == key }) {
-				break
+				continue
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("the WireGuard interface of %s/%s did not come to have a peer with key %s within %s: %v; %s", cluster, n, key, convergeTimeout, err, dp.Note(cluster, n))
+			if err != nil {
+				return false, fmt.Errorf("%s/%s: %w; %s", cluster, n, err, dp.Note(cluster, n))
 			}
-			time.Sleep(200 * time.Millisecond)
+			return false, fmt.Errorf("%s/%s has no such peer; %s", cluster, n, dp.Note(cluster, n))
 		}
-	}
+		return true, nil
+	})
 }
 
 // waitOwnKey waits until the WireGuard interface of a node runs with key.
 func waitOwnKey(ctx context.Context, t *testing.T, cluster, node, key string) {
 	t.Helper()
-	deadline := time.Now().Add(convergeTimeout)
-	for {
+	eventually(ctx, t, fmt.Sprintf("%s/%s to run WireGuard with key %s", cluster, node, key), convergeTimeout, 200*time.Millisecond, func() (bool, error) {
 		d, err := dp.Device(ctx, cluster, node)
 		if err == nil && d != nil && d.PublicKey().String() == key {
-			return
+			return true, nil
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s/%s does not run WireGuard with key %s within %s: %v; %s", cluster, node, key, convergeTimeout, err, dp.Note(cluster, node))
+		if err != nil {
+			return false, fmt.Errorf("%w; %s", err, dp.Note(cluster, node))
 		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return false, fmt.Errorf("it runs another key, or none; %s", dp.Note(cluster, node))
+	})
 }
 
 // The leaders of the fixture's members, whose interfaces hold the Peers:

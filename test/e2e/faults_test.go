@@ -87,16 +87,17 @@ func noRBACProviderConfig(ctx context.Context, t *testing.T, ns, member string) 
 	if err := c.Create(ctx, sec); err != nil && !kerrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for len(sec.Data["token"]) == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("the token of kilomesh-norbac was not filled in")
+	first := true
+	eventually(ctx, t, "the token of kilomesh-norbac to be filled in", 30*time.Second, 200*time.Millisecond, func() (bool, error) {
+		// The Secret as created first, then as read after every interval.
+		if !first {
+			if err := c.Get(ctx, client.ObjectKeyFromObject(sec), sec); err != nil {
+				t.Fatal(err)
+			}
 		}
-		time.Sleep(200 * time.Millisecond)
-		if err := c.Get(ctx, client.ObjectKeyFromObject(sec), sec); err != nil {
-			t.Fatal(err)
-		}
-	}
+		first = false
+		return len(sec.Data["token"]) > 0, nil
+	})
 	token := string(sec.Data["token"])
 	badTokens = append(badTokens, token)
 	ca, err := os.ReadFile(env.Var(member, "CA"))
@@ -118,7 +119,7 @@ contexts:
 - name: norbac
   context: {cluster: %[1]s, user: norbac}
 current-context: norbac
-`, member, env.Var(member, "SERVER"), base64.StdEncoding.EncodeToString(ca), token)
+`, member, memberServer(member), base64.StdEncoding.EncodeToString(ca), token)
 	name := member + "-norbac"
 	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name + "-kubeconfig", Namespace: ns}, StringData: map[string]string{"kubeconfig": kubeconfig}}
 	if err := mgmt.Create(ctx, s); err != nil && !kerrors.IsAlreadyExists(err) {
@@ -147,6 +148,16 @@ current-context: norbac
 		t.Fatal(err)
 	}
 	return name
+}
+
+// memberServer is where the providers' pods reach a member's API server:
+// through the forwarder on the management node when the stack has real
+// nodes, else at the host's loopback.
+func memberServer(member string) string {
+	if s := env.Var(member, "POD_SERVER"); s != "" {
+		return s
+	}
+	return env.Var(member, "SERVER")
 }
 
 // problem waits for a condition of the mesh that is not True, names the

@@ -15,6 +15,8 @@ import (
 	kerrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
+
+	"github.com/kilomesh/kilomesh/test/internal/yamldocs"
 )
 
 // otherNamespace is where the install paths' Crossplane runs.
@@ -188,9 +190,13 @@ func helm(ctx context.Context, args ...string) (string, error) {
 // apply creates the objects of a YAML stream in the management cluster.
 func apply(ctx context.Context, t *testing.T, docs string) {
 	t.Helper()
-	for _, d := range strings.Split(docs, "\n---\n") {
+	ds, err := yamldocs.Split([]byte(docs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range ds {
 		u := &unstructured.Unstructured{}
-		if err := yaml.Unmarshal([]byte(d), &u.Object); err != nil {
+		if err := yaml.Unmarshal(d, &u.Object); err != nil {
 			t.Fatal(err)
 		}
 		if err := mgmt.Create(ctx, u); err != nil && !kerrors.IsAlreadyExists(err) {

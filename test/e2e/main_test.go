@@ -12,6 +12,17 @@
 //
 //	go test -tags e2e -count=1 -v -timeout 120m ./test/e2e/...   (as root)
 //
+// The e2e runs in phases, in the order of phases below, as subtests of its
+// one test, TestE2E: ClusterMesh, Scale, ScaleLarge, then UpgradeAndUninstall, each
+// starting from what the ones before it left. Go would run Test functions
+// in the order of their files; TestMain refuses any Test function but
+// TestE2E, so that a new phase takes its place in that list. One phase, or
+// one step of a phase, is run with -run (TestMain still brings up the
+// stack first; E2E_REUSE=1 reuses one that runs):
+//
+//	go test -tags e2e -count=1 -v -timeout 120m ./test/e2e/... -run 'TestE2E/^Scale$'
+//	go test -tags e2e -count=1 -v -timeout 120m ./test/e2e/... -run 'TestE2E/^ClusterMesh$/^PeerSet$/^packets$'
+//
 // TestMain brings the stack up in E2E_STACK_DIR (default .run/e2e) and down
 // at the end, with the data-plane harness (test/dataplane) standing in for
 // Kilo's agent on every Node (on the real nodes, in their own network
@@ -21,7 +32,7 @@
 //
 //	E2E_STACK_DIR  run folder of the stack
 //	E2E_REUSE=1    use the stack running in E2E_STACK_DIR, and leave it up
-//	               (TestUpgradeAndUninstall uninstalls kilomesh from it)
+//	               (the phase UpgradeAndUninstall uninstalls kilomesh from it)
 //	E2E_KEEP=1     leave the stack up after the tests (for debugging)
 //	E2E_MODES      delivery modes to test (default "Objects PeerSet"; the
 //	               Objects pass runs the steps whose outcome depends on the
@@ -42,6 +53,9 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"io"
 	"os"
 	"os/exec"
@@ -54,6 +68,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
@@ -65,7 +81,7 @@ import (
 
 // The clusters of the stack: cluster-a is the management cluster and a
 // member; cluster-d has no Kilo Peer CRD; cluster-e and cluster-f are
-// members of the large mesh only (TestScale), with no data plane. The
+// members of the large mesh only (the phase Scale), with no data plane. The
 // members of examples/mesh.yaml, cluster-a, -b and -c, have a real node
 // each; the others have the fixture's Nodes only: no test of theirs runs a
 // pod, and every kubelet holds seven of the machine's inotify instances
@@ -89,8 +105,78 @@ var (
 	started = time.Now()
 )
 
+// phases are the phases of the e2e, in the order they run. The first
+// three work on kilomesh as crossplane-up.sh installed it; UpgradeAndUninstall
+// uninstalls it, installs an older release and moves Crossplane to another
+// namespace, so it runs last.
+var phases = []struct {
+	name string
+	run  func(t *testing.T)
+}{
+	{"ClusterMesh", testClusterMesh},
+	{"Scale", testScale},
+	{"ScaleLarge", testScaleLarge},
+	{"UpgradeAndUninstall", testUpgradeAndUninstall},
+}
+
+// TestE2E runs the phases in their order, each as a subtest named after it.
+// A phase that fails does not stop the next ones, as separate Test
+// functions would not.
+func TestE2E(t *testing.T) {
+	for _, p := range phases {
+		t.Run(p.name, p.run)
+	}
+}
+
 func TestMain(m *testing.M) {
+	// Before anything starts: a Test function beside TestE2E would run
+	// outside the phases' order.
+	if err := onlyTestE2E("."); err != nil {
+		fmt.Fprintln(os.Stderr, "e2e:", err)
+		os.Exit(1)
+	}
 	os.Exit(run(m))
+}
+
+// onlyTestE2E returns an error naming every Test function of the package's
+// files in dir other than TestE2E and TestMain.
+func onlyTestE2E(dir string) error {
+	files, err := filepath.Glob(filepath.Join(dir, "*_test.go"))
+	if err != nil {
+		return err
+	}
+	var extra []string
+	fset := token.NewFileSet()
+	for _, f := range files {
+		af, err := parser.ParseFile(fset, f, nil, parser.SkipObjectResolution)
+		if err != nil {
+			return err
+		}
+		for _, d := range af.Decls {
+			fn, ok := d.(*ast.FuncDecl)
+			if !ok || fn.Recv != nil || !isTestName(fn.Name.Name) {
+				continue
+			}
+			if n := fn.Name.Name; n != "TestE2E" && n != "TestMain" {
+				extra = append(extra, fmt.Sprintf("%s (%s)", n, filepath.Base(f)))
+			}
+		}
+	}
+	if len(extra) > 0 {
+		return fmt.Errorf("Test functions outside the phases' order: %s; make each a phase in the phases of main_test.go", strings.Join(extra, ", "))
+	}
+	return nil
+}
+
+// isTestName says whether go test takes a function of this name for a
+// test: Test, then nothing or anything but a lower-case letter.
+func isTestName(name string) bool {
+	rest, ok := strings.CutPrefix(name, "Test")
+	if !ok {
+		return false
+	}
+	r, _ := utf8.DecodeRuneInString(rest)
+	return rest == "" || !unicode.IsLower(r)
 }
 
 func run(m *testing.M) int {

@@ -152,19 +152,16 @@ func conditions(u *unstructured.Unstructured) []string {
 // message holds every one of contains.
 func waitCondition(ctx context.Context, t *testing.T, ref meshRef, typ, status string, timeout time.Duration, contains ...string) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	var last string
-	for {
+	eventually(ctx, t, fmt.Sprintf("%s: %s=%s with %q", ref, typ, status, contains), timeout, 300*time.Millisecond, func() (bool, error) {
 		s, r, m, err := condition(ctx, ref, typ)
 		if err == nil && s == status && containsAll(m, contains) {
-			return
+			return true, nil
 		}
-		last = fmt.Sprintf("%s=%s %s: %s (err %v)", typ, s, r, m, err)
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: %s=%s with %q did not come within %s; last: %s", ref, typ, status, contains, timeout, last)
+		if err != nil {
+			return false, err
 		}
-		time.Sleep(300 * time.Millisecond)
-	}
+		return false, fmt.Errorf("%s=%s %s: %s", typ, s, r, m)
+	})
 }
 
 func containsAll(s string, subs []string) bool {

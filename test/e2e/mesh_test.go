@@ -35,13 +35,13 @@ var (
 	}
 )
 
-// TestClusterMesh runs the life of a three-member mesh, once per delivery
+// testClusterMesh runs the life of a three-member mesh, once per delivery
 // mode: creation, bad input and a mesh sharing a member next to it,
 // overlapping CIDRs, node changes,
 // crashes of the local processes, an unreachable member, a member removed,
 // the mesh deleted. A Peer made by hand stays untouched throughout, and no
 // credential ever shows in a status, an event or a log.
-func TestClusterMesh(t *testing.T) {
+func testClusterMesh(t *testing.T) {
 	ctx := context.Background()
 	modes := strings.Fields(os.Getenv("E2E_MODES"))
 	if len(modes) == 0 {

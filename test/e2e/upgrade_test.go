@@ -62,7 +62,7 @@ var pkgs = []pkg{
 	{"kilomesh-provider-kilomesh", "provider", true},
 }
 
-// TestUpgradeAndUninstall checks what users get from the packages: both
+// testUpgradeAndUninstall checks what users get from the packages: both
 // platforms in the registry, every package's pod under the identity
 // Crossplane gives it; then kilomesh is uninstalled and v0.1.0, as it was
 // released, installed; two meshes on it survive the upgrade to this tree
@@ -71,7 +71,7 @@ var pkgs = []pkg{
 // install paths of docs/install.md run last, on a Crossplane of another
 // namespace. It uninstalls kilomesh and moves Crossplane, so it runs last;
 // a stack reused with E2E_REUSE=1 needs a new stack afterwards.
-func TestUpgradeAndUninstall(t *testing.T) {
+func testUpgradeAndUninstall(t *testing.T) {
 	ctx := context.Background()
 	// v0.1.0 is built while the tests run on this tree.
 	released := make(chan releaseResult, 1)
@@ -597,17 +597,16 @@ var releaseOnly []string
 // plans it, and returns the Peers each member holds beyond them.
 func waitReleaseConverged(ctx context.Context, t *testing.T, ref meshRef) map[string][]string {
 	t.Helper()
-	deadline := time.Now().Add(convergeTimeout)
-	for {
-		extra, why := releaseDiff(ctx, ref)
-		if why == "" {
-			return extra
+	var extra map[string][]string
+	eventually(ctx, t, fmt.Sprintf("%s to hold this tree's plan with the node networks declared", ref), convergeTimeout, time.Second, func() (bool, error) {
+		var why string
+		extra, why = releaseDiff(ctx, ref)
+		if why != "" {
+			return false, errors.New(why)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s does not hold this tree's plan with the node networks declared within %s: %s", ref, convergeTimeout, why)
-		}
-		time.Sleep(time.Second)
-	}
+		return true, nil
+	})
+	return extra
 }
 
 func releaseDiff(ctx context.Context, ref meshRef) (map[string][]string, string) {
@@ -1305,7 +1304,7 @@ func testUninstall(ctx context.Context, t *testing.T) {
 	report.notef("uninstall (docs/install.md): nothing of kilomesh or provider-kubernetes was left %.1fs after it began", time.Since(start).Seconds())
 }
 
-// handMadePeer reads the hand-made Peer as TestClusterMesh left it, if it
+// handMadePeer reads the hand-made Peer as the phase ClusterMesh left it, if it
 // ran.
 func handMadePeer(ctx context.Context, t *testing.T) *kilov1alpha1.Peer {
 	t.Helper()
@@ -1317,20 +1316,4 @@ func handMadePeer(ctx context.Context, t *testing.T) *kilov1alpha1.Peer {
 		t.Fatalf("the hand-made Peer %s in %s: %v", vpnPeer.Name, vpnMember, err)
 	}
 	return p
-}
-
-// waitFor retries check until it returns nil, for convergeTimeout.
-func waitFor(ctx context.Context, t *testing.T, what string, check func() error) {
-	t.Helper()
-	deadline := time.Now().Add(convergeTimeout)
-	for {
-		err := check()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) || ctx.Err() != nil {
-			t.Fatalf("waiting for %s: %v", what, err)
-		}
-		time.Sleep(time.Second)
-	}
 }

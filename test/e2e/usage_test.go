@@ -34,7 +34,7 @@ var usagePods = []struct {
 // A usageSampler reads, every few seconds, the CPU time (cpuacct.usage)
 // and resident memory (memory.stat's total_rss) of the pods' cgroups on
 // the management node, and sums them up per phase of the run: the large
-// mesh present (TestScale), or no ClusterMesh at all (kilomesh installed
+// mesh present (the phase Scale), or no ClusterMesh at all (kilomesh installed
 // and idle). Figures go into the report.
 type usageSampler struct {
 	mu     sync.Mutex
@@ -57,7 +57,7 @@ type usage struct {
 
 const (
 	phaseIdle  = "installed, no ClusterMesh"
-	phaseScale = "the 5 x 50 mesh (TestScale)"
+	phaseScale = "the 5 x 50 mesh (phase Scale)"
 )
 
 var usageOf *usageSampler
@@ -88,7 +88,7 @@ func phase(ctx context.Context) string {
 	switch {
 	case len(l.Items) == 0:
 		return phaseIdle
-	case len(l.Items) == 1 && l.Items[0].GetNamespace() == scaleRef.ns:
+	case len(l.Items) == 1 && l.Items[0].GetNamespace() == smallScale.ref.ns:
 		return phaseScale
 	}
 	return ""

@@ -41,6 +41,7 @@ var tracedKinds = []schema.GroupVersionKind{
 	stack.MeshGVK,
 	kubev1alpha1.GroupVersion.WithKind(kubev1alpha1.NodeInventoryKind),
 	kubev1alpha1.GroupVersion.WithKind(kubev1alpha1.PeerSetKind),
+	kubev1alpha1.GroupVersion.WithKind(kubev1alpha1.SegmentSetKind),
 	{Group: "kubernetes.m.crossplane.io", Version: "v1alpha1", Kind: "Object"},
 }
 

@@ -6,7 +6,6 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -15,7 +14,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"sigs.k8s.io/yaml"
+	"github.com/kilomesh/kilomesh/internal/plugin/rendered"
 )
 
 func main() {
@@ -35,44 +34,13 @@ func main() {
 	}
 }
 
-type doc = map[string]any
+type doc = rendered.Doc
 
-func readDocs(r io.Reader) ([]doc, error) {
-	raw, err := io.ReadAll(r)
-	if err != nil {
-		return nil, err
-	}
-	var out []doc
-	for _, part := range bytes.Split(raw, []byte("\n---")) {
-		if len(bytes.TrimSpace(part)) == 0 || bytes.Equal(bytes.TrimSpace(part), []byte("---")) {
-			continue
-		}
-		d := doc{}
-		if err := yaml.Unmarshal(part, &d); err != nil {
-			return nil, fmt.Errorf("cannot parse a rendered document: %w", err)
-		}
-		if len(d) > 0 {
-			out = append(out, d)
-		}
-	}
-	return out, nil
-}
+func readDocs(r io.Reader) ([]doc, error) { return rendered.Read(r) }
 
-func get(d any, path ...string) any {
-	for _, p := range path {
-		m, ok := d.(map[string]any)
-		if !ok {
-			return nil
-		}
-		d = m[p]
-	}
-	return d
-}
+func get(d any, path ...string) any { return rendered.Get(d, path...) }
 
-func str(d any, path ...string) string {
-	s, _ := get(d, path...).(string)
-	return s
-}
+func str(d any, path ...string) string { return rendered.Str(d, path...) }
 
 // placement is one Peer delivered into one member cluster.
 type placement struct {
@@ -80,31 +48,17 @@ type placement struct {
 	peer   doc
 }
 
-// placements finds the Peers of provider-kubernetes Objects and of PeerSets.
-// The target is the member's provider config name.
+// placements finds the Peers of provider-kubernetes Objects and of PeerSets,
+// the SegmentSets these reference resolved. The target is the member's
+// provider config name.
 func placements(docs []doc) ([]placement, error) {
-	var out []placement
-	for _, d := range docs {
-		target := str(d, "spec", "providerConfigRef", "name")
-		switch str(d, "kind") {
-		case "Object":
-			m, ok := get(d, "spec", "forProvider", "manifest").(map[string]any)
-			if !ok {
-				return nil, errors.New("an Object has no spec.forProvider.manifest")
-			}
-			out = append(out, placement{target: target, peer: m})
-		case "PeerSet":
-			items, _ := get(d, "spec", "forProvider", "peers").([]any)
-			for _, it := range items {
-				p := doc{
-					"apiVersion": "kilo.squat.ai/v1alpha1",
-					"kind":       "Peer",
-					"metadata":   doc{"name": str(it, "name"), "labels": get(it, "labels")},
-					"spec":       get(it, "spec"),
-				}
-				out = append(out, placement{target: target, peer: p})
-			}
-		}
+	ps, err := rendered.Placements(docs)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]placement, len(ps))
+	for i, p := range ps {
+		out[i] = placement{target: p.Target, peer: p.Peer}
 	}
 	return out, nil
 }
@@ -128,18 +82,7 @@ func normalize(w io.Writer, docs []doc) error {
 	return writeDocs(w, append([]doc{docs[0]}, rest...))
 }
 
-func writeDocs(w io.Writer, docs []doc) error {
-	for _, d := range docs {
-		b, err := yaml.Marshal(d)
-		if err != nil {
-			return err
-		}
-		if _, err := fmt.Fprintf(w, "---\n%s", b); err != nil {
-			return err
-		}
-	}
-	return nil
-}
+func writeDocs(w io.Writer, docs []doc) error { return rendered.Write(w, docs) }
 
 func writePeers(w io.Writer, docs []doc) error {
 	ps, err := placements(docs)

@@ -1,5 +1,6 @@
 // Package v1alpha1 holds the managed resources of provider-kilomesh
-// (kube.kilomesh.io/v1alpha1): NodeInventory and PeerSet.
+// (kube.kilomesh.io/v1alpha1), NodeInventory and PeerSet, and SegmentSet,
+// the Peers several PeerSets share.
 //
 // They are the contract between function-kilomesh, which composes them, and
 // provider-kilomesh, which reconciles them.
@@ -25,6 +26,7 @@ const (
 const (
 	NodeInventoryKind = "NodeInventory"
 	PeerSetKind       = "PeerSet"
+	SegmentSetKind    = "SegmentSet"
 )
 
 var (
@@ -42,10 +44,11 @@ var (
 var (
 	NodeInventoryGroupVersionKind = GroupVersion.WithKind(NodeInventoryKind)
 	PeerSetGroupVersionKind       = GroupVersion.WithKind(PeerSetKind)
+	SegmentSetGroupVersionKind    = GroupVersion.WithKind(SegmentSetKind)
 )
 
 func addKnownTypes(s *runtime.Scheme) error {
-	s.AddKnownTypes(GroupVersion, &NodeInventory{}, &NodeInventoryList{}, &PeerSet{}, &PeerSetList{})
+	s.AddKnownTypes(GroupVersion, &NodeInventory{}, &NodeInventoryList{}, &PeerSet{}, &PeerSetList{}, &SegmentSet{}, &SegmentSetList{})
 	metav1.AddToGroupVersion(s, GroupVersion)
 	return nil
 }

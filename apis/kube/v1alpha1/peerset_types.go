@@ -100,21 +100,61 @@ type PeerSetParameters struct {
 	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="selector is immutable"
 	Selector map[string]string `json:"selector"`
 
-	// Peers the set keeps in the cluster.
+	// Peers the set keeps in the cluster. A Peer named here replaces the
+	// Peer of the same name that a referenced SegmentSet holds.
 	// +listType=map
 	// +listMapKey=name
 	// +optional
 	Peers []DesiredPeer `json:"peers,omitempty"`
+
+	// SegmentSetRefs name SegmentSets of the set's own namespace whose
+	// Peers the set keeps too, as if they were listed in peers: all of
+	// them but those the reference omits and those peers replaces.
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=256
+	// +optional
+	SegmentSetRefs []SegmentSetReference `json:"segmentSetRefs,omitempty"`
+}
+
+// A SegmentSetReference names a SegmentSet whose Peers a PeerSet keeps.
+type SegmentSetReference struct {
+	// Name of a SegmentSet in the PeerSet's own namespace.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+
+	// Omit names Peers of the SegmentSet that this set does not keep. A
+	// name the SegmentSet does not hold omits nothing.
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=10000
+	// +kubebuilder:validation:items:MaxLength=253
+	// +optional
+	Omit []string `json:"omit,omitempty"`
 }
 
 // MaxPeersBytes is the most bytes the desired Peers of one PeerSet
-// (spec.forProvider.peers) may take as JSON. etcd refuses objects over
+// (spec.forProvider.peers and segmentSetRefs together), or the Peers of one
+// SegmentSet, may take as JSON. etcd refuses objects over
 // 1.5 MiB, and a composed PeerSet stores its Peers almost twice, in its
 // spec and in its managed fields: a realistic Peer takes about 355 bytes of
 // spec and 644 bytes stored. At this limit, about 1,970 Peers, a set takes
 // about 1.27 MB with room for its largest status. The function refuses to
 // compose a larger set, and the provider to apply one.
 const MaxPeersBytes = 700_000
+
+// MaxResolvedPeers is the most Peers one PeerSet may keep, its own and
+// those of the SegmentSets it references together: a bound on the memory
+// and the writes of one reconcile.
+const MaxResolvedPeers = 20_000
+
+// MaxReferencedPeers is the most Peers the SegmentSets one PeerSet
+// references may hold together, each counted whole: those a reference
+// omits, those the set replaces and those two SegmentSets both hold
+// included. It bounds what one reconcile reads, whatever the set keeps in
+// the end: a set that omits nearly everything it references still reads it
+// all.
+const MaxReferencedPeers = 2 * MaxResolvedPeers
 
 // Reasons a desired Peer of a PeerSet is not applied.
 const (
@@ -147,7 +187,8 @@ type PeerProblem struct {
 
 // PeerSetObservation reports what a PeerSet applied.
 type PeerSetObservation struct {
-	// Desired is the number of Peers in spec.forProvider.peers.
+	// Desired is the number of Peers the set keeps: those of
+	// spec.forProvider.peers and of the SegmentSets it references.
 	Desired int `json:"desired"`
 	// Applied is the number of desired Peers that are in the cluster as
 	// desired.

@@ -44,6 +44,7 @@ var (
 	ClusterMeshes   = meshv1alpha1.GroupVersion.WithResource("clustermeshes")
 	NodeInventories = kubev1alpha1.GroupVersion.WithResource("nodeinventories")
 	PeerSets        = kubev1alpha1.GroupVersion.WithResource("peersets")
+	SegmentSets     = kubev1alpha1.GroupVersion.WithResource("segmentsets")
 	Objects         = schema.GroupVersionResource{Group: "kubernetes.m.crossplane.io", Version: "v1alpha1", Resource: "objects"}
 )
 
@@ -111,6 +112,13 @@ func (r *Reader) Read(ctx context.Context, namespace string, names ...string) (*
 	if err := r.list(ctx, PeerSets, namespace, &sets); err != nil {
 		return nil, err
 	}
+	var segments []kubev1alpha1.SegmentSet
+	if composes(selected, kubev1alpha1.SegmentSetKind, SegmentSets.Group) {
+		// Only a mesh in the shared form composes SegmentSets.
+		if err := r.list(ctx, SegmentSets, namespace, &segments); err != nil {
+			return nil, err
+		}
+	}
 	var objects []Object
 	if usesObjects(selected) {
 		// The Objects CRD exists only where provider-kubernetes is
@@ -124,7 +132,7 @@ func (r *Reader) Read(ctx context.Context, namespace string, names ...string) (*
 		s.Inventories[i] = &inventories[i]
 	}
 	for _, m := range selected {
-		s.Meshes = append(s.Meshes, group(m, inventories, sets, objects))
+		s.Meshes = append(s.Meshes, group(m, inventories, sets, segments, objects))
 	}
 	s.LocalNow = time.Now()
 	if r.LocalClock != nil {
@@ -163,6 +171,18 @@ func pick(all map[string]*ClusterMesh, namespace string, names []string) ([]*Clu
 
 // usesObjects tells whether a mesh delivers, or delivered, Peers through
 // provider-kubernetes Objects.
+// composes tells whether a mesh composed a resource of a kind.
+func composes(meshes []*ClusterMesh, kind, group string) bool {
+	for _, m := range meshes {
+		for _, ref := range m.Spec.Crossplane.ResourceRefs {
+			if ref.Kind == kind && strings.HasPrefix(ref.APIVersion, group+"/") {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 func usesObjects(meshes []*ClusterMesh) bool {
 	for _, m := range meshes {
 		if m.Delivery() == meshv1alpha1.DeliveryObjects {
@@ -190,11 +210,12 @@ func composedBy(m *ClusterMesh, meta *metav1.ObjectMeta) bool {
 }
 
 // group gathers the resources a mesh composed.
-func group(m *ClusterMesh, inventories []kubev1alpha1.NodeInventory, sets []kubev1alpha1.PeerSet, objects []Object) *Mesh {
+func group(m *ClusterMesh, inventories []kubev1alpha1.NodeInventory, sets []kubev1alpha1.PeerSet, segments []kubev1alpha1.SegmentSet, objects []Object) *Mesh {
 	out := &Mesh{
 		ClusterMesh: *m,
 		Inventories: map[string]*kubev1alpha1.NodeInventory{},
 		PeerSets:    map[string]*kubev1alpha1.PeerSet{},
+		SegmentSets: map[string]*kubev1alpha1.SegmentSet{},
 		Objects:     map[string][]*Object{},
 	}
 	for i := range inventories {
@@ -209,6 +230,11 @@ func group(m *ClusterMesh, inventories []kubev1alpha1.NodeInventory, sets []kube
 		target, ok := strings.CutPrefix(ps.Annotations[AnnotationCompositionResourceName], PrefixPeerSet)
 		if ok && composedBy(m, &ps.ObjectMeta) && out.PeerSets[target] == nil {
 			out.PeerSets[target] = ps
+		}
+	}
+	for i := range segments {
+		if composedBy(m, &segments[i].ObjectMeta) {
+			out.SegmentSets[segments[i].Name] = &segments[i]
 		}
 	}
 	for i := range objects {

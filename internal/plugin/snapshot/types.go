@@ -147,6 +147,9 @@ type Mesh struct {
 	Inventories map[string]*kubev1alpha1.NodeInventory
 	// PeerSets by target member name.
 	PeerSets map[string]*kubev1alpha1.PeerSet
+	// SegmentSets by object name: the Peers the PeerSets of a mesh in the
+	// shared form reference.
+	SegmentSets map[string]*kubev1alpha1.SegmentSet
 	// Objects by target member name, sorted by name.
 	Objects map[string][]*Object
 }
@@ -167,4 +170,17 @@ type Snapshot struct {
 	// Inventories are every NodeInventory of the namespace: the function
 	// finds the meshes that share a member through their labels.
 	Inventories []*kubev1alpha1.NodeInventory
+}
+
+// Keeps counts the Peers a PeerSet of the mesh keeps: its own, and those of
+// the SegmentSets it references. A reference that cannot be resolved
+// counts the set's own Peers only.
+func (m *Mesh) Keeps(ps *kubev1alpha1.PeerSet) int {
+	peers, err := kubev1alpha1.ResolvePeers(&ps.Spec.ForProvider, func(name string) (*kubev1alpha1.SegmentSet, error) {
+		return m.SegmentSets[name], nil
+	})
+	if err != nil {
+		return len(ps.Spec.ForProvider.Peers)
+	}
+	return len(peers)
 }

@@ -173,7 +173,7 @@ func peersIn(m *snapshot.Mesh, name string) (*int, *int) {
 	if !hasSet {
 		return nil, nil
 	}
-	desired := len(ps.Spec.ForProvider.Peers)
+	desired := m.Keeps(ps)
 	if _, ok := snapshot.PeerSetCondition(ps, snapshot.TypeSynced); !ok {
 		return &desired, nil
 	}
@@ -246,8 +246,8 @@ func delivery(m *snapshot.Mesh, mb Member) []string {
 	switch {
 	case mb.Applied == nil:
 		out = append(out, fmt.Sprintf("member %s: its PeerSet has not been applied yet", mb.Name))
-	case ps.Status.AtProvider.Desired != len(ps.Spec.ForProvider.Peers):
-		out = append(out, fmt.Sprintf("member %s: its PeerSet reports %d desired Peers, its spec holds %d", mb.Name, ps.Status.AtProvider.Desired, len(ps.Spec.ForProvider.Peers)))
+	case ps.Status.AtProvider.Desired != m.Keeps(ps):
+		out = append(out, fmt.Sprintf("member %s: its PeerSet reports %d desired Peers, its spec holds %d", mb.Name, ps.Status.AtProvider.Desired, m.Keeps(ps)))
 	case ps.Status.AtProvider.Applied != ps.Status.AtProvider.Desired:
 		out = append(out, fmt.Sprintf("member %s: %d of %d Peers applied", mb.Name, ps.Status.AtProvider.Applied, ps.Status.AtProvider.Desired))
 	}

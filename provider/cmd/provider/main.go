@@ -54,6 +54,7 @@ type CLI struct {
 	Sync             time.Duration `default:"1h"  help:"How often the control-plane cache is resynced."`
 	MaxReconcileRate int           `default:"10"  help:"The most reconciles per second, and the most running at once."`
 	Coalesce         time.Duration `default:"200ms" help:"How long the changes of a member cluster are gathered before the resources that use it are reconciled."`
+	MaxGather        time.Duration `default:"2s" help:"How long changes of a member cluster that keep coming, each within --coalesce of the last, are gathered into one reconcile at most."`
 	MemberTimeout    time.Duration `default:"30s"   help:"How long a request to a member cluster may take: a list, the start of a watch, a write."`
 	WriteDeadline    time.Duration `default:"10s"   help:"How long the writes of one reconcile of a PeerSet may take together; the rest follows at the next reconcile, after a backoff." name:"member-write-deadline"`
 	AllowKubeconfig  []string      `enum:"insecure-skip-tls-verify,proxy-url,http" help:"Kubeconfig settings to accept although they expose the credentials: insecure-skip-tls-verify, proxy-url, http (a plain-HTTP server). Refused by default; repeat the flag or separate with commas." placeholder:"SETTING"`
@@ -108,6 +109,7 @@ func (c *CLI) Run() error {
 	mgr, _, err := pcontroller.NewManager(ctx, ratelimiter.LimitRESTConfig(cfg, c.MaxReconcileRate), pcontroller.Config{
 		Options:       o,
 		Coalesce:      c.Coalesce,
+		MaxGather:     c.MaxGather,
 		Timeout:       c.MemberTimeout,
 		WriteDeadline: c.WriteDeadline,
 		Allow:         allow,

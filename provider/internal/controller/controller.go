@@ -66,6 +66,11 @@ type Config struct {
 	// before its users are reconciled. Defaults to remote.DefaultCoalesce.
 	Coalesce time.Duration
 
+	// MaxGather bounds how long changes of a member cluster that keep
+	// coming are gathered into one reconcile. Defaults to
+	// remote.DefaultMaxGather.
+	MaxGather time.Duration
+
 	// Timeout bounds every request to a member cluster. Defaults to
 	// remote.DefaultTimeout.
 	Timeout time.Duration
@@ -126,6 +131,9 @@ func NewManager(ctx context.Context, cfg *rest.Config, c Config) (ctrl.Manager, 
 	if c.Coalesce > 0 {
 		ro = append(ro, remote.WithCoalesce(c.Coalesce))
 	}
+	if c.MaxGather > 0 {
+		ro = append(ro, remote.WithMaxGather(c.MaxGather))
+	}
 	if c.Timeout > 0 {
 		ro = append(ro, remote.WithTimeout(c.Timeout))
 	}
@@ -133,7 +141,7 @@ func NewManager(ctx context.Context, cfg *rest.Config, c Config) (ctrl.Manager, 
 		ro = append(ro, remote.WithClock(c.Clock))
 	}
 	reg := remote.NewRegistry(ctx, ro...)
-	if err := setup(mgr, reg, c); err != nil {
+	if err := setup(ctx, mgr, reg, c); err != nil {
 		return nil, nil, errors.Wrap(err, errSetupAll)
 	}
 	return mgr, reg, nil
@@ -142,7 +150,7 @@ func NewManager(ctx context.Context, cfg *rest.Config, c Config) (ctrl.Manager, 
 // setup adds the NodeInventory and PeerSet controllers to the manager. They
 // share one registry of member-cluster watches, one usage tracker and one
 // credentials resolver.
-func setup(mgr ctrl.Manager, reg *remote.Registry, c Config) error {
+func setup(ctx context.Context, mgr ctrl.Manager, reg *remote.Registry, c Config) error {
 	usage := clients.NewUsageTracker(mgr.GetClient())
 	res := clients.NewResolver(mgr.GetClient())
 	res.Allow = c.Allow
@@ -156,7 +164,7 @@ func setup(mgr ctrl.Manager, reg *remote.Registry, c Config) error {
 	if err := nodeinventory.Setup(mgr, c.Options, reg, usage, res, now); err != nil {
 		return err
 	}
-	if err := peerset.Setup(mgr, c.Options, reg, usage, res, c.WriteDeadline); err != nil {
+	if err := peerset.Setup(ctx, mgr, c.Options, reg, usage, res, c.WriteDeadline); err != nil {
 		return err
 	}
 	if err := servicesync.Setup(mgr, c.Options, reg, usage, res, now); err != nil {

@@ -71,14 +71,15 @@ func TestControlPlanePermissions(t *testing.T) {
 	}
 
 	// What Crossplane's RBAC manager grants every provider: everything on
-	// its own types, and on Secrets, ConfigMaps, Events and Leases.
+	// its own types (every CRD of package/provider/crds, SegmentSets
+	// included), and on Secrets, ConfigMaps, Events and Leases.
 	for _, obj := range []client.Object{
 		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "crossplane-system"}},
 		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: "crossplane-system", Name: "provider-kilomesh"}},
 		&rbacv1.ClusterRole{
 			ObjectMeta: metav1.ObjectMeta{Name: "crossplane:provider:provider-kilomesh:system"},
 			Rules: []rbacv1.PolicyRule{
-				{APIGroups: []string{v1alpha1.Group}, Resources: []string{"nodeinventories", "nodeinventories/status", "peersets", "peersets/status", "servicesyncs", "servicesyncs/status"}, Verbs: []string{"*"}},
+				{APIGroups: []string{v1alpha1.Group}, Resources: []string{"nodeinventories", "nodeinventories/status", "peersets", "peersets/status", "segmentsets", "servicesyncs", "servicesyncs/status"}, Verbs: []string{"*"}},
 				{APIGroups: []string{"", "coordination.k8s.io"}, Resources: []string{"secrets", "configmaps", "events", "leases"}, Verbs: []string{"*"}},
 			},
 		},

@@ -42,6 +42,13 @@ import (
 // changes (a rollout, a Kilo restart) becomes one status write.
 const DefaultCoalesce = 200 * time.Millisecond
 
+// DefaultMaxGather bounds how long changes that keep coming, each within
+// the coalescing delay of the one before, are gathered into one wake-up: a
+// node replaced (a Node created, another deleted) or a rollout costs one
+// NodeInventory write, and so one render of every mesh that uses it, not
+// one per change; a lone change still waits only the coalescing delay.
+const DefaultMaxGather = 2 * time.Second
+
 // A User is a managed resource that uses a cluster.
 type User struct {
 	// Kind of the managed resource, e.g. NodeInventory.
@@ -54,16 +61,19 @@ type User struct {
 
 // A Registry hands out shared Clusters and wakes their users.
 type Registry struct {
-	ctx      context.Context
-	coalesce time.Duration
-	timeout  time.Duration
-	now      func() time.Time
+	ctx       context.Context
+	coalesce  time.Duration
+	maxGather time.Duration
+	timeout   time.Duration
+	now       func() time.Time
 
 	mu       sync.Mutex
 	seq      uint64
 	clusters map[string]*Cluster
 	users    map[User]string
 	queues   map[string]workqueue.TypedRateLimitingInterface[reconcile.Request]
+	// pending are the wake-ups being gathered, by user.
+	pending map[User]*gathering
 
 	// watcher watches the objects credentials are read from; deps records
 	// which of them each user's credentials came from.
@@ -78,6 +88,12 @@ type RegistryOption func(*Registry)
 // WithCoalesce sets how long a wake-up waits for more changes.
 func WithCoalesce(d time.Duration) RegistryOption {
 	return func(r *Registry) { r.coalesce = d }
+}
+
+// WithMaxGather sets how long changes that keep coming are gathered into
+// one wake-up at most. Below the coalescing delay, the delay is the bound.
+func WithMaxGather(d time.Duration) RegistryOption {
+	return func(r *Registry) { r.maxGather = d }
 }
 
 // WithTimeout sets how long a request to a member cluster may take: a
@@ -100,15 +116,17 @@ func WithSourceWatcher(w SourceWatcher) RegistryOption {
 // NewRegistry returns a Registry whose watches run until ctx is done.
 func NewRegistry(ctx context.Context, o ...RegistryOption) *Registry {
 	r := &Registry{
-		ctx:      ctx,
-		coalesce: DefaultCoalesce,
-		timeout:  DefaultTimeout,
-		now:      time.Now,
-		clusters: map[string]*Cluster{},
-		users:    map[User]string{},
-		queues:   map[string]workqueue.TypedRateLimitingInterface[reconcile.Request]{},
-		deps:     map[User][]clients.Source{},
-		watches:  map[clients.Source]sourceWatch{},
+		ctx:       ctx,
+		coalesce:  DefaultCoalesce,
+		maxGather: DefaultMaxGather,
+		timeout:   DefaultTimeout,
+		pending:   map[User]*gathering{},
+		now:       time.Now,
+		clusters:  map[string]*Cluster{},
+		users:     map[User]string{},
+		queues:    map[string]workqueue.TypedRateLimitingInterface[reconcile.Request]{},
+		deps:      map[User][]clients.Source{},
+		watches:   map[clients.Source]sourceWatch{},
 	}
 	for _, fn := range o {
 		fn(r)
@@ -272,10 +290,51 @@ func (r *Registry) WakeAfter(u User, d time.Duration) {
 	}
 }
 
-// enqueueLocked reconciles u after the coalescing delay.
+// A gathering is a wake-up of one user being put off while changes come.
+type gathering struct {
+	// first is when the first change came, at when the wake-up is due.
+	first, at time.Time
+	timer     *time.Timer
+}
+
+// enqueueLocked reconciles u once no change has come for the coalescing
+// delay, or once changes have been gathered for maxGather, whichever is
+// first: a burst of changes, or changes that keep coming a little apart,
+// cost one reconcile, and a lone change waits only the coalescing delay.
 func (r *Registry) enqueueLocked(u User) {
+	if _, ok := r.queues[u.Kind]; !ok {
+		return
+	}
+	now := time.Now()
+	g, ok := r.pending[u]
+	if !ok {
+		g = &gathering{first: now, at: now.Add(r.coalesce)}
+		r.pending[u] = g
+		g.timer = time.AfterFunc(r.coalesce, func() { r.due(u, g) })
+		return
+	}
+	g.at = now.Add(r.coalesce)
+	if limit := g.first.Add(max(r.maxGather, r.coalesce)); g.at.After(limit) {
+		g.at = limit
+	}
+	g.timer.Reset(time.Until(g.at))
+}
+
+// due ends a gathering when its time has come: a timer that fired just
+// before it was put off again leaves it to the later firing.
+func (r *Registry) due(u User, g *gathering) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.pending[u] != g {
+		return
+	}
+	if wait := time.Until(g.at); wait > 0 {
+		g.timer.Reset(wait)
+		return
+	}
+	delete(r.pending, u)
 	if q, ok := r.queues[u.Kind]; ok {
-		q.AddAfter(reconcile.Request{NamespacedName: u.NamespacedName}, r.coalesce)
+		q.Add(reconcile.Request{NamespacedName: u.NamespacedName})
 	}
 }
 

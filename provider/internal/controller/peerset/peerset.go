@@ -34,9 +34,13 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrlevent "sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	xpv2 "github.com/crossplane/crossplane/apis/v2/core/v2"
 
@@ -70,6 +74,10 @@ const (
 	errFmtDelPeer   = "cannot delete Peer %q"
 	errMeasure      = "cannot measure spec.forProvider.peers"
 	errFmtTooLarge  = "spec.forProvider.peers: the %d Peers take %d bytes, more than the %d one PeerSet can hold (etcd keeps objects of at most 1.5 MiB, managed fields and status included): nothing is applied; split the mesh or select fewer nodes"
+	errResolve      = "cannot resolve the SegmentSets the PeerSet references: nothing is applied or deleted"
+	errIndex        = "cannot index PeerSets by the SegmentSets they reference"
+
+	errFmtForeignSegments = "the SegmentSet has %s, the PeerSet %s: a PeerSet keeps only the SegmentSets of its own mesh"
 
 	msgFmtTaken = "a Peer named %q was created in the cluster by someone else; it is not taken over"
 )
@@ -98,14 +106,26 @@ const DefaultWriteDeadline = 10 * time.Second
 // maxListed is how many problems a condition message names.
 const maxListed = 5
 
+// IndexSegmentSetRefs indexes PeerSets by the names of the SegmentSets they
+// reference, so that a changed SegmentSet wakes exactly the PeerSets of its
+// namespace that reference it.
+const IndexSegmentSetRefs = "spec.forProvider.segmentSetRefs.name"
+
 // Setup adds a controller that reconciles PeerSets. writeDeadline bounds
-// the writes of a reconcile; DefaultWriteDeadline when zero.
-func Setup(mgr ctrl.Manager, o controller.Options, reg *remote.Registry, usage *clients.UsageTracker, res *clients.Resolver, writeDeadline time.Duration) error {
+// the writes of a reconcile; DefaultWriteDeadline when zero. The
+// SegmentSets that PeerSets reference are read from the manager's cache,
+// which watches them: a changed SegmentSet reconciles the PeerSets that
+// reference it, and no other.
+func Setup(ctx context.Context, mgr ctrl.Manager, o controller.Options, reg *remote.Registry, usage *clients.UsageTracker, res *clients.Resolver, writeDeadline time.Duration) error {
 	name := managed.ControllerName(v1alpha1.PeerSetKind)
 	if writeDeadline <= 0 {
 		writeDeadline = DefaultWriteDeadline
 	}
+	if err := mgr.GetFieldIndexer().IndexField(ctx, &v1alpha1.PeerSet{}, IndexSegmentSetRefs, segmentSetRefs); err != nil {
+		return errors.Wrap(err, errIndex)
+	}
 	c := &connector{
+		segments:      mgr.GetClient(),
 		resolver:      res,
 		usage:         usage,
 		registry:      reg,
@@ -138,11 +158,61 @@ func Setup(mgr ctrl.Manager, o controller.Options, reg *remote.Registry, usage *
 		Named(name).
 		WithOptions(co).
 		For(&v1alpha1.PeerSet{}, builder.WithPredicates(resource.DesiredStateChanged())).
+		Watches(&v1alpha1.SegmentSet{}, referencing(mgr.GetClient())).
 		WatchesRawSource(reg.Source(v1alpha1.PeerSetKind)).
 		Complete(ratelimiter.NewReconciler(name, errors.WithSilentRequeueOnConflict(r), o.GlobalRateLimiter))
 }
 
+// segmentSetRefs are the SegmentSets a PeerSet references, for the index.
+func segmentSetRefs(o client.Object) []string {
+	ps, ok := o.(*v1alpha1.PeerSet)
+	if !ok {
+		return nil
+	}
+	out := make([]string, 0, len(ps.Spec.ForProvider.SegmentSetRefs))
+	for _, r := range ps.Spec.ForProvider.SegmentSetRefs {
+		out = append(out, r.Name)
+	}
+	return out
+}
+
+// segmentDelay is how long a changed SegmentSet waits before the PeerSets
+// that reference it are reconciled. function-kilomesh writes a mesh's
+// SegmentSets and PeerSets in one pass: a PeerSet applied with its new
+// SegmentSets but its old spec (or the reverse) would keep, for a moment, a
+// form of a Peer that is neither the old one nor the new one. The delay
+// lets the PeerSets' own changes land first, and gathers the SegmentSets of
+// one pass into one reconcile.
+const segmentDelay = 300 * time.Millisecond
+
+// referencing enqueues, after segmentDelay, the PeerSets of a SegmentSet's
+// namespace that reference it.
+func referencing(c client.Reader) handler.TypedEventHandler[client.Object, reconcile.Request] {
+	enqueue := func(ctx context.Context, o client.Object, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+		l := &v1alpha1.PeerSetList{}
+		if err := c.List(ctx, l, client.InNamespace(o.GetNamespace()), client.MatchingFields{IndexSegmentSetRefs: o.GetName()}); err != nil {
+			return
+		}
+		for _, ps := range l.Items {
+			q.AddAfter(reconcile.Request{NamespacedName: types.NamespacedName{Namespace: ps.Namespace, Name: ps.Name}}, segmentDelay)
+		}
+	}
+	return handler.TypedFuncs[client.Object, reconcile.Request]{
+		CreateFunc: func(ctx context.Context, e ctrlevent.TypedCreateEvent[client.Object], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			enqueue(ctx, e.Object, q)
+		},
+		UpdateFunc: func(ctx context.Context, e ctrlevent.TypedUpdateEvent[client.Object], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			enqueue(ctx, e.ObjectNew, q)
+		},
+		DeleteFunc: func(ctx context.Context, e ctrlevent.TypedDeleteEvent[client.Object], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			enqueue(ctx, e.Object, q)
+		},
+	}
+}
+
 type connector struct {
+	// segments reads SegmentSets, from the manager's cache.
+	segments      client.Reader
 	resolver      *clients.Resolver
 	usage         *clients.UsageTracker
 	registry      *remote.Registry
@@ -169,7 +239,7 @@ func (c *connector) Connect(ctx context.Context, cr *v1alpha1.PeerSet) (managed.
 	if err != nil {
 		return nil, errors.Wrap(err, errClient)
 	}
-	return &external{peers: cl, kube: kc, origin: creds.Origin, manager: FieldManager(cr.GetNamespace(), cr.GetName()), writeDeadline: c.writeDeadline}, nil
+	return &external{peers: cl, kube: kc, segments: c.segments, origin: creds.Origin, manager: FieldManager(cr.GetNamespace(), cr.GetName()), writeDeadline: c.writeDeadline}, nil
 }
 
 // PeerLister lists the Peers of a cluster.
@@ -185,6 +255,8 @@ type PeerLister interface {
 type external struct {
 	peers PeerLister
 	kube  client.Client
+	// segments reads the SegmentSets of the control plane.
+	segments client.Reader
 	// origin names the credentials, to explain a refusal.
 	origin string
 	// manager is the set's own field manager.
@@ -196,6 +268,8 @@ type external struct {
 	// Delete of the same reconcile, and selector the set's selector.
 	plan     Plan
 	selector map[string]string
+	// ready is the set's Ready condition as the reconcile found it.
+	ready xpv2.Condition
 }
 
 // Observe compares the set with the Peers of the cluster. A set whose
@@ -217,11 +291,19 @@ func (e *external) observe(ctx context.Context, cr *v1alpha1.PeerSet) (managed.E
 		}
 		return managed.ExternalObservation{}, err
 	}
+	params := cr.Spec.ForProvider
 	if !meta.WasDeleted(cr) {
-		if err := checkSize(cr.Spec.ForProvider.Peers); err != nil {
+		if err := checkSize(params); err != nil {
 			return managed.ExternalObservation{}, err
 		}
+		// A set being deleted deletes what it owns, whatever it keeps.
+		peers, err := e.resolve(ctx, cr)
+		if err != nil {
+			return managed.ExternalObservation{}, errors.Wrap(err, errResolve)
+		}
+		params.Peers = peers
 	}
+	params.SegmentSetRefs = nil
 	actual, err := e.peers.Peers(ctx)
 	switch {
 	case meta.WasDeleted(cr) && errors.Is(err, remote.ErrPeerCRDMissing):
@@ -237,14 +319,14 @@ func (e *external) observe(ctx context.Context, cr *v1alpha1.PeerSet) (managed.E
 		// deletes no Peer.
 		return managed.ExternalObservation{}, errors.Wrap(clients.Explain(err, e.origin), errObservePeers)
 	}
-	params := cr.Spec.ForProvider
 	params.Selector = selector
 	e.plan = NewPlan(params, actual, e.peers.PeersIncomplete())
 	e.selector = selector
 	if meta.WasDeleted(cr) {
 		return managed.ExternalObservation{ResourceExists: len(e.plan.Owned) > 0}, nil
 	}
-	setStatus(cr, e.plan.Desired, e.plan.Applied, e.plan.Problems)
+	e.ready = cr.GetCondition(xpv2.TypeReady)
+	setStatus(cr, e.plan.Desired, e.plan.Applied, e.plan.Problems, e.ready)
 	// The set "exists" from the start: its Peers are created by Update,
 	// which keeps Crossplane's creation annotations (and their writes) out
 	// of a resource that is only ever re-applied.
@@ -258,15 +340,70 @@ func (e *external) observe(ctx context.Context, cr *v1alpha1.PeerSet) (managed.E
 // checkSize refuses desired Peers that one PeerSet cannot hold
 // (v1alpha1.MaxPeersBytes, measured by TestPeerSetBytes), before anything is
 // written, instead of applying them and then failing to record the set.
-func checkSize(peers []v1alpha1.DesiredPeer) error {
+// What the set stores counts: its own Peers and its references; the Peers
+// of the SegmentSets it references are bounded by
+// v1alpha1.MaxResolvedPeers when they are resolved.
+func checkSize(params v1alpha1.PeerSetParameters) error {
+	peers := params.Peers
 	b, err := json.Marshal(peers)
 	if err != nil {
 		return errors.Wrap(err, errMeasure)
 	}
-	if len(b) > v1alpha1.MaxPeersBytes {
-		return errors.Errorf(errFmtTooLarge, len(peers), len(b), v1alpha1.MaxPeersBytes)
+	n := len(b)
+	if len(params.SegmentSetRefs) > 0 {
+		r, err := json.Marshal(params.SegmentSetRefs)
+		if err != nil {
+			return errors.Wrap(err, errMeasure)
+		}
+		n += len(r)
+	}
+	if n > v1alpha1.MaxPeersBytes {
+		return errors.Errorf(errFmtTooLarge, len(peers), n, v1alpha1.MaxPeersBytes)
 	}
 	return nil
+}
+
+// resolve returns every Peer the set keeps: its own, and those of the
+// SegmentSets of its own namespace that it references. A reference never
+// leaves the set's namespace: a tenant's PeerSet reaches only its own
+// namespace's SegmentSets, and their Peers then meet exactly the rules of
+// its own. Within the namespace, a set keeps only SegmentSets composed with
+// it: those with its own controller (its mesh), or, for a set made by
+// hand, SegmentSets made by hand. Another mesh's SegmentSets, or one
+// written by hand under a name a mesh's PeerSet references, are refused.
+func (e *external) resolve(ctx context.Context, cr *v1alpha1.PeerSet) ([]v1alpha1.DesiredPeer, error) {
+	owner := metav1.GetControllerOf(cr)
+	return v1alpha1.ResolvePeers(&cr.Spec.ForProvider, func(name string) (*v1alpha1.SegmentSet, error) {
+		s := &v1alpha1.SegmentSet{}
+		err := e.segments.Get(ctx, types.NamespacedName{Namespace: cr.GetNamespace(), Name: name}, s)
+		if kerrors.IsNotFound(err) {
+			return nil, nil // not there: ResolvePeers says which reference
+		}
+		if err != nil {
+			return nil, err
+		}
+		if c := metav1.GetControllerOf(s); !sameController(owner, c) {
+			return nil, &v1alpha1.SegmentSetRefusedError{Detail: fmt.Sprintf(errFmtForeignSegments, controllerName(c), controllerName(owner))}
+		}
+		return s, nil
+	})
+}
+
+// sameController tells whether two objects have the same controller, or
+// both none.
+func sameController(a, b *metav1.OwnerReference) bool {
+	if a == nil || b == nil {
+		return a == nil && b == nil
+	}
+	return a.UID == b.UID
+}
+
+// controllerName names a controller by kind and name, for a message.
+func controllerName(c *metav1.OwnerReference) string {
+	if c == nil {
+		return "no controller"
+	}
+	return c.Kind + " " + c.Name
 }
 
 func (e *external) diff() string {
@@ -295,7 +432,7 @@ func (e *external) Update(ctx context.Context, cr *v1alpha1.PeerSet) (_ managed.
 	out := e.applyAll(wctx, e.plan.Apply)
 	problems := append(append([]v1alpha1.PeerProblem(nil), e.plan.Problems...), out.rejected...)
 	sort.SliceStable(problems, func(i, j int) bool { return problems[i].Peer < problems[j].Peer })
-	setStatus(cr, e.plan.Desired, e.plan.Applied+out.applied, problems)
+	setStatus(cr, e.plan.Desired, e.plan.Applied+out.applied, problems, e.ready)
 
 	var errs []error
 	if len(out.failed) > 0 {
@@ -557,8 +694,12 @@ func toUnstructured(p *kilov1alpha1.Peer) (*unstructured.Unstructured, error) {
 // setStatus records the outcome and sets Ready: True when every desired
 // Peer is applied, False with the problems when some cannot be. The status
 // lists at most maxProblems of them, each message cut; the condition
-// counts them all.
-func setStatus(cr *v1alpha1.PeerSet, desired, applied int, problems []v1alpha1.PeerProblem) {
+// counts them all. A reconcile that applies changes passes through "not
+// all applied" before it ends where it began: the condition then keeps
+// the time it had when the reconcile began (before), so that a status
+// that ends as it began is not written again (every write of a composed
+// resource's status is a watch event of its mesh).
+func setStatus(cr *v1alpha1.PeerSet, desired, applied int, problems []v1alpha1.PeerProblem, before xpv2.Condition) {
 	listed := make([]v1alpha1.PeerProblem, 0, min(len(problems), maxProblems))
 	for _, p := range problems[:min(len(problems), maxProblems)] {
 		p.Message = inventory.Cut(p.Message, maxProblemBytes)
@@ -568,20 +709,25 @@ func setStatus(cr *v1alpha1.PeerSet, desired, applied int, problems []v1alpha1.P
 		listed = nil
 	}
 	cr.Status.AtProvider = v1alpha1.PeerSetObservation{Desired: desired, Applied: applied, Problems: listed}
+	var c xpv2.Condition
 	switch {
 	case len(problems) > 0:
-		cr.SetConditions(xpv2.Condition{
+		c = xpv2.Condition{
 			Type:               xpv2.TypeReady,
 			Status:             corev1.ConditionFalse,
 			LastTransitionTime: metav1.Now(),
 			Reason:             ReasonPeerProblems,
 			Message:            problemMessage(desired, problems),
-		})
+		}
 	case applied < desired:
-		cr.SetConditions(xpv2.Unavailable().WithMessage(fmt.Sprintf("%d of %d Peers are applied", applied, desired)))
+		c = xpv2.Unavailable().WithMessage(fmt.Sprintf("%d of %d Peers are applied", applied, desired))
 	default:
-		cr.SetConditions(xpv2.Available())
+		c = xpv2.Available()
 	}
+	if c.Equal(before) {
+		c = before
+	}
+	cr.SetConditions(c)
 }
 
 func problemMessage(desired int, problems []v1alpha1.PeerProblem) string {

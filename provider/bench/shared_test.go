@@ -1,0 +1,162 @@
+//go:build bench
+
+package bench
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	xpv2 "github.com/crossplane/crossplane/apis/v2/core/v2"
+
+	kilov1alpha1 "github.com/kilomesh/kilomesh/apis/kilo/v1alpha1"
+	"github.com/kilomesh/kilomesh/apis/kube/v1alpha1"
+	"github.com/kilomesh/kilomesh/provider/internal/clients"
+	pcontroller "github.com/kilomesh/kilomesh/provider/internal/controller"
+	"github.com/kilomesh/kilomesh/provider/internal/testenv"
+)
+
+// meshSize reads BENCH_SHARED (clusters x nodes, default 20x250).
+func meshSize() (int, int) {
+	c, n, ok := strings.Cut(os.Getenv("BENCH_SHARED"), "x")
+	clusters, err1 := strconv.Atoi(c)
+	nodes, err2 := strconv.Atoi(n)
+	if !ok || err1 != nil || err2 != nil || clusters < 2 || nodes < 1 {
+		return 20, 250
+	}
+	return clusters, nodes
+}
+
+// TestSharedPeerSet applies, into one member, the Peers a member of a
+// C x N mesh in the shared form receives: those of the SegmentSets of the
+// C-1 other members, (C-1) x N Peers, through one PeerSet that references
+// them, the way function-kilomesh composes it; then one SegmentSet changes.
+// It reports how long the apply takes, how long the change takes to reach
+// the member, and the provider's memory before and after.
+//
+//	BENCH_SHARED=20x250 KUBEBUILDER_ASSETS=$PWD/.cache/bin go test -tags bench -count=1 -v -run TestSharedPeerSet ./provider/bench/
+func TestSharedPeerSet(t *testing.T) {
+	if !testenv.Enabled() {
+		t.Skip(testenv.SkipMessage)
+	}
+	ctx := t.Context()
+	clusters, nodes := meshSize()
+	env, cfg, err := testenv.ControlPlane()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Stop() })
+	s, err := pcontroller.NewScheme()
+	if err != nil {
+		t.Fatal(err)
+	}
+	mgmt, err := client.NewWithWatch(cfg, client.Options{Scheme: s})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := testenv.StartMember(t, testenv.MemberOptions{})
+	ns := "bench"
+	mustCreate(ctx, t, mgmt, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
+	if err := testenv.ProviderConfig(ctx, mgmt, ns, "member", m.Kubeconfig); err != nil {
+		t.Fatal(err)
+	}
+	p := startProvider(t, env.KubeConfig)
+
+	// Every member's SegmentSet, as the function writes them: C x N Peers.
+	peer := func(c, i int) v1alpha1.DesiredPeer {
+		k := c*nodes + i
+		return v1alpha1.DesiredPeer{
+			Name:   fmt.Sprintf("mesh-cluster-%02d-node-%04d", c, i),
+			Labels: map[string]string{"kilomesh.io/source-cluster": fmt.Sprintf("cluster-%02d", c)},
+			Spec: v1alpha1.PeerSpec{
+				AllowedIPs:          []string{fmt.Sprintf("10.%d.%d.%d/28", 64+c, i/16, i%16*16), fmt.Sprintf("172.%d.%d.%d/32", 16+c, i/250, i%250+1), fmt.Sprintf("10.%d.%d.%d/32", 128+c, i/250, i%250+1)},
+				Endpoint:            &v1alpha1.PeerEndpoint{DNSOrIP: v1alpha1.DNSOrIP{IP: fmt.Sprintf("100.%d.%d.%d", 64+c, i/250, i%250+1)}, Port: 51820},
+				PersistentKeepalive: 25,
+				PublicKey:           key(k),
+			},
+		}
+	}
+	ps := &v1alpha1.PeerSet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "cluster-00"}}
+	ps.Spec.ProviderConfigReference = &xpv2.ProviderConfigReference{Kind: clients.KindProviderConfig, Name: "member"}
+	ps.Spec.ForProvider.Selector = map[string]string{"kilomesh.io/mesh": "mesh"}
+	for c := range clusters {
+		seg := &v1alpha1.SegmentSet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("mesh-cluster-%02d-segments-0", c)}}
+		for i := range nodes {
+			seg.Spec.Peers = append(seg.Spec.Peers, peer(c, i))
+		}
+		mustCreate(ctx, t, mgmt, seg)
+		if c > 0 {
+			ps.Spec.ForProvider.SegmentSetRefs = append(ps.Spec.ForProvider.SegmentSetRefs, v1alpha1.SegmentSetReference{Name: seg.Name})
+		}
+	}
+	want := (clusters - 1) * nodes
+	time.Sleep(5 * time.Second)
+	before, _ := rss(t, p.pid)
+
+	start := time.Now()
+	mustCreate(ctx, t, mgmt, ps)
+	waitApplied(t, mgmt, ns, want, func(*v1alpha1.PeerSet) bool { return true })
+	apply := time.Since(start)
+	t.Logf("PeerSet of a %d x %d mesh in the shared form: %d Peers from %d SegmentSets applied (status applied=%d, Ready) in %.1f s", clusters, nodes, want, clusters-1, want, apply.Seconds())
+
+	// One Peer of one SegmentSet changes its endpoint: only the watch of
+	// SegmentSets brings it.
+	seg := &v1alpha1.SegmentSet{}
+	if err := mgmt.Get(ctx, types.NamespacedName{Namespace: ns, Name: "mesh-cluster-01-segments-0"}, seg); err != nil {
+		t.Fatal(err)
+	}
+	seg.Spec.Peers[0].Spec.Endpoint.Port = 51999
+	start = time.Now()
+	if err := mgmt.Update(ctx, seg); err != nil {
+		t.Fatal(err)
+	}
+	member := fastClient(t, m.AdminConfig)
+	deadline := time.Now().Add(5 * time.Minute)
+	for {
+		got, err := getPeer(ctx, member, seg.Spec.Peers[0].Name)
+		if err == nil && got.Spec.Endpoint != nil && got.Spec.Endpoint.Port == 51999 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the changed SegmentSet did not reach the member")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	change := time.Since(start)
+	time.Sleep(5 * time.Second)
+	after, peak := rss(t, p.pid)
+	t.Logf("a SegmentSet's changed Peer reached the member in %.2f s", change.Seconds())
+	t.Logf("provider memory: RSS %.1f MiB with the %d SegmentSets cached, %.1f MiB (peak %.1f MiB) once %d Peers are applied into its member and watched there; a %d x %d mesh's %d members would add at most %.0f MiB each, %.0f MiB in all",
+		before, clusters, after, peak, want, clusters, nodes, clusters, after-before, before+float64(clusters)*(after-before))
+}
+
+// waitApplied waits until the PeerSet reports want Peers applied and Ready.
+func waitApplied(t *testing.T, c client.Client, ns string, want int, ok func(*v1alpha1.PeerSet) bool) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Minute)
+	for {
+		got := &v1alpha1.PeerSet{}
+		if err := c.Get(t.Context(), types.NamespacedName{Namespace: ns, Name: "cluster-00"}, got); err == nil &&
+			got.Status.AtProvider.Applied == want && got.GetCondition(xpv2.TypeReady).Status == corev1.ConditionTrue && ok(got) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the PeerSet did not apply %d Peers in time", want)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func getPeer(ctx context.Context, c client.Client, name string) (*kilov1alpha1.Peer, error) {
+	p := &kilov1alpha1.Peer{}
+	return p, c.Get(ctx, client.ObjectKey{Name: name}, p)
+}

@@ -36,7 +36,7 @@ lint: ## Run golangci-lint.
 
 .PHONY: unit
 unit: ## Run unit tests (the provider tests start real kube-apiservers; the data-plane harness's test needs root and /dev/net/tun).
-	test/tools/build.sh etcd kube wireguard-go
+	test/tools/build.sh etcd kube wireguard-go coredns-mcs
 	go test -count=1 $(GO_PACKAGES)
 
 .PHONY: fuzz

@@ -233,6 +233,7 @@ func compose(rsp *fnv1.RunFunctionResponse, x *xrMesh, o *observed, plan *mesh.P
 			return err
 		}
 	}
+	composeServices(cp, x)
 	orphanConflicting(cp, plan)
 	holdRefused(cp, x)
 	keepReferenced(cp)

@@ -3,7 +3,8 @@
 # $BIN (default .cache/bin at the top of the repository). Each tool is a small
 # Go module with a BUILD file of lines "<binary> <package> [go build flags...]";
 # the package may be a path inside the tool's own module (e.g. ./kube-apiserver),
-# and a flag holding spaces is quoted ('-ldflags=-X a=1 -X b=2').
+# and a flag holding spaces is quoted ('-ldflags=-X a=1 -X b=2'). A tool
+# that builds the project's own packages lists their folders in SOURCES.
 #
 # Built binaries are kept outside the checkout, in $TOOL_CACHE (default
 # ${XDG_CACHE_HOME:-~/.cache}/kilomesh/tools), one folder per tool and content
@@ -35,7 +36,11 @@ binaries() {
 for tool in "$@"; do
   dir=$here/$tool
   [ -f "$dir/BUILD" ] || { echo "build.sh: no tool $tool" >&2; exit 2; }
-  sum=$( (go version; cd "$dir" && find . -type f ! -name '*.test' | LC_ALL=C sort | xargs sha256sum) | sha256sum | cut -c1-16)
+  sum=$( (go version; cd "$dir" && find . -type f ! -name '*.test' | LC_ALL=C sort | xargs sha256sum
+    # A tool built from the project's own packages names them in SOURCES.
+    if [ -f SOURCES ]; then
+      grep -v '^#' SOURCES | (cd "$top" && xargs -I{} find {} -type f ! -name '*_test.go' | LC_ALL=C sort | xargs sha256sum)
+    fi) | sha256sum | cut -c1-16)
   cached=$TOOL_CACHE/$tool-$sum
   if [ ! -f "$cached/.complete" ]; then
     start=$(date +%s)

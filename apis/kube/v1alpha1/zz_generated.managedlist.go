@@ -37,3 +37,12 @@ func (l *PeerSetList) GetItems() []resource.Managed {
 	}
 	return items
 }
+
+// GetItems of this ServiceSyncList.
+func (l *ServiceSyncList) GetItems() []resource.Managed {
+	items := make([]resource.Managed, len(l.Items))
+	for i := range l.Items {
+		items[i] = &l.Items[i]
+	}
+	return items
+}

@@ -197,6 +197,11 @@ type ClusterMeshSpec struct {
 	// +kubebuilder:default=true
 	// +optional
 	AdvertiseNodeIPs *bool `json:"advertiseNodeIPs,omitempty"`
+
+	// Services shares Services between the members by the Multi-Cluster
+	// Services API, in the namespaces it names. Unset, nothing is shared.
+	// +optional
+	Services *Services `json:"services,omitempty"`
 }
 
 // A SkippedNode is a node left out of the mesh, and why.

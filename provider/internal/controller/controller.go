@@ -39,6 +39,7 @@ import (
 	"github.com/kilomesh/kilomesh/provider/internal/clients"
 	"github.com/kilomesh/kilomesh/provider/internal/controller/nodeinventory"
 	"github.com/kilomesh/kilomesh/provider/internal/controller/peerset"
+	"github.com/kilomesh/kilomesh/provider/internal/controller/servicesync"
 	"github.com/kilomesh/kilomesh/provider/internal/remote"
 )
 
@@ -166,6 +167,9 @@ func setup(ctx context.Context, mgr ctrl.Manager, reg *remote.Registry, c Config
 	if err := peerset.Setup(ctx, mgr, c.Options, reg, usage, res, c.WriteDeadline); err != nil {
 		return err
 	}
+	if err := servicesync.Setup(mgr, c.Options, reg, usage, res, now); err != nil {
+		return err
+	}
 	interval := c.ReapInterval
 	if interval == 0 {
 		interval = DefaultReapInterval
@@ -178,6 +182,8 @@ func setup(ctx context.Context, mgr ctrl.Manager, reg *remote.Registry, c Config
 			obj = &v1alpha1.NodeInventory{}
 		case v1alpha1.PeerSetKind:
 			obj = &v1alpha1.PeerSet{}
+		case v1alpha1.ServiceSyncKind:
+			obj = &v1alpha1.ServiceSync{}
 		default:
 			return true, nil
 		}

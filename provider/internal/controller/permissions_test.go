@@ -79,7 +79,7 @@ func TestControlPlanePermissions(t *testing.T) {
 		&rbacv1.ClusterRole{
 			ObjectMeta: metav1.ObjectMeta{Name: "crossplane:provider:provider-kilomesh:system"},
 			Rules: []rbacv1.PolicyRule{
-				{APIGroups: []string{v1alpha1.Group}, Resources: []string{"nodeinventories", "nodeinventories/status", "peersets", "peersets/status", "segmentsets"}, Verbs: []string{"*"}},
+				{APIGroups: []string{v1alpha1.Group}, Resources: []string{"nodeinventories", "nodeinventories/status", "peersets", "peersets/status", "segmentsets", "servicesyncs", "servicesyncs/status"}, Verbs: []string{"*"}},
 				{APIGroups: []string{"", "coordination.k8s.io"}, Resources: []string{"secrets", "configmaps", "events", "leases"}, Verbs: []string{"*"}},
 			},
 		},

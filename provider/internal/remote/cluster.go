@@ -73,6 +73,7 @@ var Scheme = func() *runtime.Scheme {
 	if err := corev1.AddToScheme(s); err != nil {
 		panic(err)
 	}
+	addServiceKinds(s)
 	return s
 }()
 
@@ -83,6 +84,7 @@ var restMapper = func() meta.RESTMapper {
 	m := meta.NewDefaultRESTMapper([]schema.GroupVersion{kilov1alpha1.GroupVersion, corev1.SchemeGroupVersion})
 	m.Add(kilov1alpha1.GroupVersion.WithKind(kilov1alpha1.Kind), meta.RESTScopeRoot)
 	m.Add(corev1.SchemeGroupVersion.WithKind("Node"), meta.RESTScopeRoot)
+	addServiceMappings(m)
 	return m
 }()
 
@@ -115,6 +117,9 @@ type Cluster struct {
 	// watch of Peers starts.
 	peersAbsent     bool
 	peersAbsentTill time.Time
+	// services are the watches of one kind of one namespace, for
+	// ServiceSyncs (see services.go).
+	services map[serviceFeedKey]*feed
 }
 
 func newCluster(ctx context.Context, id uint64, cfg *rest.Config, wake func(kinds ...string), timeout time.Duration, now func() time.Time) *Cluster {

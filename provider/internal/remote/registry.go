@@ -54,6 +54,9 @@ type User struct {
 	// Kind of the managed resource, e.g. NodeInventory.
 	Kind string
 	types.NamespacedName
+	// Part tells apart the clusters of a managed resource that uses
+	// several (a ServiceSync reads every member); empty for the others.
+	Part string
 }
 
 // A Registry hands out shared Clusters and wakes their users.

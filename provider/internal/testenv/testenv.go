@@ -145,6 +145,8 @@ type Member struct {
 type MemberOptions struct {
 	// NoPeerCRD starts the cluster without Kilo's Peer CRD.
 	NoPeerCRD bool
+	// Services adds the CRDs of the Multi-Cluster Services API.
+	Services bool
 }
 
 // StartMember starts a member cluster that lives until the test ends.
@@ -154,9 +156,18 @@ func StartMember(t testing.TB, o MemberOptions) *Member {
 	if err != nil {
 		t.Fatal(err)
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
 	env := &envtest.Environment{ErrorIfCRDPathMissing: true}
 	if !o.NoPeerCRD {
 		env.CRDDirectoryPaths = []string{filepath.Join(top, "test", "crds", "kilo.squat.ai_peers.yaml")}
+	}
+	if o.Services {
+		files, err := MCSCRDs(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		env.CRDDirectoryPaths = append(env.CRDDirectoryPaths, files...)
 	}
 	cfg, err := env.Start()
 	if err != nil {
@@ -175,8 +186,6 @@ func StartMember(t testing.TB, o MemberOptions) *Member {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
 	if err := ApplyFile(ctx, admin, filepath.Join(top, MemberRBAC)); err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,651 @@
+/*
+Copyright 2026 The kilomesh Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package servicesync
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"net/netip"
+	"sort"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
+
+	"github.com/kilomesh/kilomesh/apis/kube/v1alpha1"
+	"github.com/kilomesh/kilomesh/provider/internal/remote"
+)
+
+// ManagedBy is the endpointslice.kubernetes.io/managed-by value of the
+// EndpointSlices a ServiceSync writes: the endpointslice controllers of
+// the member leave them alone.
+const ManagedBy = "services.kilomesh.io"
+
+// ConditionEndpointsRefused is the condition of a ServiceExport whose
+// Service has endpoints the mesh cannot route to.
+const ConditionEndpointsRefused = "kilomesh.io/EndpointsRefused"
+
+// Reasons of the conditions a ServiceSync writes on ServiceExports.
+const (
+	ReasonEndpointsRefused = "EndpointsOutsideNetworks"
+	ReasonAllRoutable      = "AllRoutable"
+	maxRefusedListed       = 3
+	maxConflictMessage     = 512
+	// maxEndpoints is what one EndpointSlice holds.
+	maxEndpoints = 1000
+)
+
+// An Exporter is a member of the ClusterSet as one reconcile sees it.
+type Exporter struct {
+	// Name of the member, and its cluster ID.
+	Name, ClusterID string
+	// Networks its endpoints may lie in.
+	Networks []netip.Prefix
+	// Views by namespace; nil while the member cannot be read, when what
+	// it exported stays imported as it is.
+	Views map[string]*remote.ServiceView
+}
+
+// Input is what a plan is made of.
+type Input struct {
+	// Selector holds the labels of every object the ServiceSync owns.
+	Selector map[string]string
+	// Owner identifies the mesh in derived names: its namespace and name.
+	Owner [2]string
+	// Namespaces shared, and the mesh's family (IPv4 or IPv6).
+	Namespaces []string
+	Family     string
+	// Local is the member itself, which exports too; Sources the others.
+	Local   Exporter
+	Sources []Exporter
+}
+
+// An Import is a Service the member imports, with every object behind it.
+type Import struct {
+	Namespace, Name string
+	Import          *mcsv1beta1.ServiceImport
+	// Service is the Service without a selector whose ClusterIP becomes the
+	// import's IP; nil for a headless import.
+	Service *corev1.Service
+	Slices  []*discoveryv1.EndpointSlice
+	// HaveImport and HaveService are the member's own, if they exist.
+	HaveImport  *mcsv1beta1.ServiceImport
+	HaveService *corev1.Service
+	// HaveSlices are the member's own EndpointSlices of the import, by name.
+	HaveSlices map[string]*discoveryv1.EndpointSlice
+}
+
+// ExportStatus is a ServiceExport of the member whose conditions change.
+type ExportStatus struct {
+	Namespace, Name string
+	Conditions      []metav1.Condition
+}
+
+// A Plan says what one reconcile writes into the member.
+type Plan struct {
+	Imports        []Import
+	DeleteImports  []*mcsv1beta1.ServiceImport
+	DeleteServices []*corev1.Service
+	DeleteSlices   []*discoveryv1.EndpointSlice
+	Exports        []ExportStatus
+	Problems       []v1alpha1.ServiceProblem
+	// Counts for the status.
+	Exported, Refused int
+}
+
+// candidate is one ServiceExport of one member.
+type candidate struct {
+	e        *Exporter
+	export   *mcsv1beta1.ServiceExport
+	svc      *corev1.Service
+	valid    metav1.Condition
+	conflict metav1.Condition
+	typ      mcsv1beta1.ServiceImportType
+	ports    []mcsv1beta1.ServicePort
+	// endpoints accepted, their ports, and the addresses refused.
+	endpoints []discoveryv1.Endpoint
+	epPorts   []discoveryv1.EndpointPort
+	refused   []string
+	excluded  bool
+}
+
+// Owns tells whether an object carries every label of the selector.
+func Owns(selector, labels map[string]string) bool {
+	for k, v := range selector {
+		if labels[k] != v {
+			return false
+		}
+	}
+	return len(selector) > 0
+}
+
+func hash(parts ...string) string {
+	h := sha256.New()
+	for _, p := range parts {
+		_, _ = h.Write([]byte(p))
+		_, _ = h.Write([]byte{0})
+	}
+	return hex.EncodeToString(h.Sum(nil))[:8]
+}
+
+// DerivedName is the name of the Service behind an import: a DNS-1035
+// label unique to the mesh, the namespace and the Service.
+func DerivedName(owner [2]string, namespace, name string) string {
+	readable := name
+	if len(readable) > 50 {
+		readable = strings.TrimRight(readable[:50], "-")
+	}
+	return "mcs-" + readable + "-" + hash(owner[0], owner[1], namespace, name)
+}
+
+// SliceName is the name of the EndpointSlice of one exporter of an import.
+func SliceName(derived, clusterID string) string {
+	return derived + "-" + hash(clusterID)
+}
+
+// NewPlan decides what the member must hold.
+func NewPlan(in Input) Plan {
+	var p Plan
+	exporters := make([]*Exporter, 0, 1+len(in.Sources))
+	exporters = append(exporters, &in.Local)
+	for i := range in.Sources {
+		exporters = append(exporters, &in.Sources[i])
+	}
+	kept := map[string]bool{}
+	for _, e := range exporters[1:] {
+		if e.Views == nil {
+			kept[e.ClusterID] = true
+		}
+	}
+	for _, ns := range in.Namespaces {
+		planNamespace(&p, in, ns, exporters, kept)
+	}
+	return p
+}
+
+func planNamespace(p *Plan, in Input, ns string, exporters []*Exporter, kept map[string]bool) {
+	local := in.Local.Views[ns]
+	if local == nil {
+		local = &remote.ServiceView{}
+	}
+	byName, mine := candidatesOf(ns, exporters, in.Family)
+	have := indexLocal(in.Selector, local)
+	wanted := map[string]bool{}
+	wantedSvc := map[string]bool{}
+	desiredSlices := map[string]bool{}
+	for _, n := range sortedKeys(byName) {
+		cands := byName[n]
+		resolve(cands)
+		imp, problem := importOf(in, ns, n, cands, kept, have)
+		if problem != nil {
+			p.Problems = append(p.Problems, *problem)
+			continue
+		}
+		wanted[n] = true
+		if imp.Service != nil {
+			wantedSvc[imp.Service.Name] = true
+		}
+		for _, s := range imp.Slices {
+			desiredSlices[s.Name] = true
+		}
+		p.Imports = append(p.Imports, *imp)
+	}
+	for _, c := range mine {
+		countExport(p, c)
+	}
+	planDeletions(p, in.Selector, local, kept, wanted, wantedSvc, desiredSlices)
+}
+
+// candidatesOf returns the valid exports of a namespace by Service name,
+// with their endpoints, and every export of the member itself.
+func candidatesOf(ns string, exporters []*Exporter, family string) (map[string][]*candidate, []*candidate) {
+	byName := map[string][]*candidate{}
+	var mine []*candidate
+	for _, e := range exporters {
+		v := e.Views[ns]
+		if v == nil {
+			continue
+		}
+		services := map[string]*corev1.Service{}
+		for _, s := range v.Services {
+			services[s.Name] = s
+		}
+		for _, x := range v.Exports {
+			if x.DeletionTimestamp != nil {
+				continue
+			}
+			c := &candidate{e: e, export: x, svc: services[x.Name]}
+			validate(c)
+			if e == exporters[0] {
+				mine = append(mine, c)
+			}
+			if c.valid.Status == metav1.ConditionTrue {
+				endpointsOf(c, v, family)
+				byName[x.Name] = append(byName[x.Name], c)
+			}
+		}
+	}
+	return byName, mine
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// held is what the member holds in one namespace: its ServiceImports and
+// Services by name, and the mesh's EndpointSlices by imported Service.
+type held struct {
+	imports  map[string]*mcsv1beta1.ServiceImport
+	services map[string]*corev1.Service
+	slices   map[string][]*discoveryv1.EndpointSlice
+}
+
+func indexLocal(selector map[string]string, local *remote.ServiceView) held {
+	h := held{
+		imports:  make(map[string]*mcsv1beta1.ServiceImport, len(local.Imports)),
+		services: make(map[string]*corev1.Service, len(local.Services)),
+		slices:   map[string][]*discoveryv1.EndpointSlice{},
+	}
+	for _, i := range local.Imports {
+		h.imports[i.Name] = i
+	}
+	for _, s := range local.Services {
+		h.services[s.Name] = s
+	}
+	for _, s := range local.Slices {
+		if Owns(selector, s.Labels) {
+			n := s.Labels[mcsv1beta1.LabelServiceName]
+			h.slices[n] = append(h.slices[n], s)
+		}
+	}
+	return h
+}
+
+// countExport counts one of the member's exports for the status, and
+// plans its conditions.
+func countExport(p *Plan, c *candidate) {
+	valid := c.valid.Status == metav1.ConditionTrue
+	if valid && !c.excluded {
+		p.Exported++
+	}
+	if !valid || c.conflict.Status == metav1.ConditionTrue || len(c.refused) > 0 {
+		p.Refused++
+	}
+	if st, changed := exportStatus(c); changed {
+		p.Exports = append(p.Exports, st)
+	}
+}
+
+// planDeletions plans the deletion of what the member holds of the mesh
+// and no longer wants, except what a source that cannot be read exported.
+func planDeletions(p *Plan, selector map[string]string, local *remote.ServiceView, kept, wanted, wantedSvc, desiredSlices map[string]bool) {
+	// Names imported from a source that cannot be read stay as they are.
+	keptNames := map[string]bool{}
+	for _, s := range local.Slices {
+		if Owns(selector, s.Labels) && kept[s.Labels[mcsv1beta1.LabelSourceCluster]] {
+			keptNames[s.Labels[mcsv1beta1.LabelServiceName]] = true
+		}
+	}
+	for _, i := range local.Imports {
+		if Owns(selector, i.Labels) && !wanted[i.Name] && !keptNames[i.Name] {
+			p.DeleteImports = append(p.DeleteImports, i)
+		}
+	}
+	for _, s := range local.Services {
+		if Owns(selector, s.Labels) && !wantedSvc[s.Name] && !keptNames[s.Labels[mcsv1beta1.LabelServiceName]] {
+			p.DeleteServices = append(p.DeleteServices, s)
+		}
+	}
+	for _, s := range local.Slices {
+		if Owns(selector, s.Labels) && !desiredSlices[s.Name] && !kept[s.Labels[mcsv1beta1.LabelSourceCluster]] {
+			p.DeleteSlices = append(p.DeleteSlices, s)
+		}
+	}
+}
+
+// validate sets the Valid condition of an export: its Service must exist
+// and have a ClusterIP or be headless.
+func validate(c *candidate) {
+	switch {
+	case c.svc == nil:
+		c.valid = cond(mcsv1beta1.ServiceExportConditionValid, false, mcsv1beta1.ServiceExportReasonNoService, "the Service "+c.export.Name+" does not exist")
+	case c.svc.Spec.Type == corev1.ServiceTypeExternalName:
+		c.valid = cond(mcsv1beta1.ServiceExportConditionValid, false, mcsv1beta1.ServiceExportReasonInvalidServiceType, "a Service of type ExternalName cannot be exported")
+	default:
+		c.valid = cond(mcsv1beta1.ServiceExportConditionValid, true, mcsv1beta1.ServiceExportReasonValid, "the Service is exported")
+		c.typ = mcsv1beta1.ClusterSetIP
+		if c.svc.Spec.ClusterIP == corev1.ClusterIPNone {
+			c.typ = mcsv1beta1.Headless
+		}
+		for _, sp := range c.svc.Spec.Ports {
+			c.ports = append(c.ports, mcsv1beta1.ServicePort{Name: sp.Name, Protocol: sp.Protocol, Port: sp.Port, AppProtocol: sp.AppProtocol})
+		}
+	}
+	c.conflict = cond(mcsv1beta1.ServiceExportConditionConflict, false, mcsv1beta1.ServiceExportReasonNoConflicts, "no conflict with the other exporters of the Service")
+}
+
+// endpointsOf collects the ready endpoints of an export that the mesh can
+// route to: of the mesh's family, inside the exporter's networks.
+func endpointsOf(c *candidate, v *remote.ServiceView, family string) {
+	ports := map[string]discoveryv1.EndpointPort{}
+	seen := map[string]bool{}
+	for _, s := range v.Slices {
+		if !sliceOf(s, c.export.Name) {
+			continue
+		}
+		for _, ep := range s.Endpoints {
+			c.accept(ep, s.AddressType, family, seen)
+		}
+		for _, pt := range s.Ports {
+			ports[ptr.Deref(pt.Name, "")] = pt
+		}
+	}
+	sort.Slice(c.endpoints, func(i, j int) bool { return c.endpoints[i].Addresses[0] < c.endpoints[j].Addresses[0] })
+	if len(c.endpoints) > maxEndpoints {
+		c.refused = append(c.refused, fmt.Sprintf("%d endpoints past the %d one EndpointSlice holds", len(c.endpoints)-maxEndpoints, maxEndpoints))
+		c.endpoints = c.endpoints[:maxEndpoints]
+	}
+	for _, k := range sortedKeys(ports) {
+		c.epPorts = append(c.epPorts, ports[k])
+	}
+	sort.Strings(c.refused)
+}
+
+// sliceOf tells whether an EndpointSlice is one of the Service's own,
+// never one that is an import itself (by any implementation of MCS) or
+// written by kilomesh.
+func sliceOf(s *discoveryv1.EndpointSlice, service string) bool {
+	return s.Labels[discoveryv1.LabelServiceName] == service && s.Labels[mcsv1beta1.LabelSourceCluster] == "" &&
+		s.Labels["app.kubernetes.io/managed-by"] != "kilomesh" && s.DeletionTimestamp == nil
+}
+
+// accept adds a ready endpoint the mesh routes to, once, and records any
+// other ready endpoint as refused.
+func (c *candidate) accept(ep discoveryv1.Endpoint, t discoveryv1.AddressType, family string, seen map[string]bool) {
+	if ep.Conditions.Ready != nil && !*ep.Conditions.Ready || len(ep.Addresses) == 0 {
+		return
+	}
+	addr := ep.Addresses[0]
+	a, err := netip.ParseAddr(addr)
+	if err != nil || string(t) != family || (family == "IPv4") != a.Is4() || a.Zone() != "" || !inside(c.e.Networks, a) {
+		c.refused = append(c.refused, addr)
+		return
+	}
+	if seen[addr] {
+		return
+	}
+	seen[addr] = true
+	out := discoveryv1.Endpoint{Addresses: []string{a.String()}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}}
+	if h := ptr.Deref(ep.Hostname, ""); h != "" {
+		out.Hostname = &h
+	}
+	c.endpoints = append(c.endpoints, out)
+}
+
+func inside(nets []netip.Prefix, a netip.Addr) bool {
+	for _, n := range nets {
+		if n.Contains(a) {
+			return true
+		}
+	}
+	return false
+}
+
+// resolve applies MCS's conflict rule to the exporters of one Service: the
+// oldest ServiceExport (by creation time, then cluster ID) wins. An export
+// of another type is left out; a port or session affinity in conflict is
+// taken from the winner, and the export is still imported.
+func resolve(cands []*candidate) {
+	sort.SliceStable(cands, func(i, j int) bool {
+		a, b := cands[i].export.CreationTimestamp, cands[j].export.CreationTimestamp
+		if !a.Equal(&b) {
+			return a.Before(&b)
+		}
+		return cands[i].e.ClusterID < cands[j].e.ClusterID
+	})
+	win := cands[0]
+	byName := map[string]mcsv1beta1.ServicePort{}
+	for _, pt := range win.ports {
+		byName[pt.Name] = pt
+	}
+	for _, c := range cands[1:] {
+		switch {
+		case c.typ != win.typ:
+			c.excluded = true
+			c.conflict = conflictWith(mcsv1beta1.ServiceExportReasonTypeConflict, win, fmt.Sprintf("the Service is %s, the ClusterSet's is %s", c.typ, win.typ))
+		case c.svc.Spec.SessionAffinity != win.svc.Spec.SessionAffinity && c.svc.Spec.SessionAffinity != "" && win.svc.Spec.SessionAffinity != "":
+			c.conflict = conflictWith(mcsv1beta1.ServiceExportReasonSessionAffinityConflict, win, "its session affinity "+string(c.svc.Spec.SessionAffinity)+" is not the ClusterSet's "+string(win.svc.Spec.SessionAffinity))
+		}
+		if c.excluded {
+			continue
+		}
+		for _, pt := range c.ports {
+			have, ok := byName[pt.Name]
+			if !ok {
+				byName[pt.Name] = pt
+				continue
+			}
+			if have.Port != pt.Port || protocol(have.Protocol) != protocol(pt.Protocol) {
+				c.conflict = conflictWith(mcsv1beta1.ServiceExportReasonPortConflict, win, fmt.Sprintf("port %q is %d/%s here, %d/%s in the ClusterSet", pt.Name, pt.Port, protocol(pt.Protocol), have.Port, protocol(have.Protocol)))
+				break
+			}
+		}
+	}
+}
+
+func protocol(p corev1.Protocol) corev1.Protocol {
+	if p == "" {
+		return corev1.ProtocolTCP
+	}
+	return p
+}
+
+func conflictWith(reason mcsv1beta1.ServiceExportConditionReason, win *candidate, msg string) metav1.Condition {
+	m := msg + "; the oldest export, of cluster " + win.e.ClusterID + ", wins"
+	if len(m) > maxConflictMessage {
+		m = m[:maxConflictMessage]
+	}
+	return cond(mcsv1beta1.ServiceExportConditionConflict, true, reason, m)
+}
+
+// importOf builds what the member holds of one imported Service, or says
+// why it cannot.
+func importOf(in Input, ns, name string, cands []*candidate, kept map[string]bool, have held) (*Import, *v1alpha1.ServiceProblem) {
+	derived := DerivedName(in.Owner, ns, name)
+	if problem := nameTaken(in.Selector, ns+"/"+name, derived, have.imports[name], have.services[derived]); problem != nil {
+		return nil, problem
+	}
+	win := cands[0]
+	imp := &Import{Namespace: ns, Name: name, HaveImport: have.imports[name], HaveService: have.services[derived], HaveSlices: map[string]*discoveryv1.EndpointSlice{}}
+	for _, s := range have.slices[name] {
+		imp.HaveSlices[s.Name] = s
+	}
+	ports, clusters := portsAndClusters(cands, kept, have.slices[name])
+	fam := corev1.IPFamily(in.Family)
+	spec := mcsv1beta1.ServiceImportSpec{Type: win.typ, Ports: ports, IPFamilies: []corev1.IPFamily{fam}}
+	if win.svc.Spec.SessionAffinity == corev1.ServiceAffinityClientIP {
+		spec.SessionAffinity = corev1.ServiceAffinityClientIP
+	}
+	imp.Import = &mcsv1beta1.ServiceImport{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: withLabels(in.Selector, nil)},
+		Spec:       spec,
+	}
+	for _, id := range clusters {
+		imp.Import.Status.Clusters = append(imp.Import.Status.Clusters, mcsv1beta1.ClusterStatus{Cluster: id})
+	}
+	sliceLabels := map[string]string{
+		mcsv1beta1.LabelServiceName: name,
+		discoveryv1.LabelManagedBy:  ManagedBy,
+	}
+	if win.typ == mcsv1beta1.ClusterSetIP {
+		imp.Service = derivedService(in.Selector, ns, name, derived, fam, spec)
+		sliceLabels[discoveryv1.LabelServiceName] = derived
+	}
+	for _, c := range cands {
+		if c.excluded {
+			continue
+		}
+		l := withLabels(in.Selector, sliceLabels)
+		l[mcsv1beta1.LabelSourceCluster] = c.e.ClusterID
+		imp.Slices = append(imp.Slices, &discoveryv1.EndpointSlice{
+			ObjectMeta:  metav1.ObjectMeta{Namespace: ns, Name: SliceName(derived, c.e.ClusterID), Labels: l},
+			AddressType: discoveryv1.AddressType(in.Family),
+			Endpoints:   c.endpoints,
+			Ports:       c.epPorts,
+		})
+	}
+	return imp, nil
+}
+
+// nameTaken reports a ServiceImport, or a Service of the derived name,
+// that the mesh does not own: it is left as it is.
+func nameTaken(selector map[string]string, id, derived string, imp *mcsv1beta1.ServiceImport, svc *corev1.Service) *v1alpha1.ServiceProblem {
+	switch {
+	case imp != nil && !Owns(selector, imp.Labels):
+		return &v1alpha1.ServiceProblem{Service: id, Reason: v1alpha1.ReasonImportNameConflict, Message: "a ServiceImport of this name that kilomesh does not own for this mesh exists in the member; it is left as it is"}
+	case svc != nil && !Owns(selector, svc.Labels):
+		return &v1alpha1.ServiceProblem{Service: id, Reason: v1alpha1.ReasonImportNameConflict, Message: "a Service named " + derived + " that kilomesh does not own exists in the member; it is left as it is"}
+	}
+	return nil
+}
+
+// portsAndClusters returns the ports of an import, the winner's first,
+// then the others' that do not conflict, by name; and the cluster IDs of
+// its exporters, with those of sources that cannot be read whose
+// EndpointSlices the member keeps.
+func portsAndClusters(cands []*candidate, kept map[string]bool, haveSlices []*discoveryv1.EndpointSlice) ([]mcsv1beta1.ServicePort, []string) {
+	var ports []mcsv1beta1.ServicePort
+	seen := map[string]bool{}
+	var clusters []string
+	for _, c := range cands {
+		if c.excluded {
+			continue
+		}
+		clusters = append(clusters, c.e.ClusterID)
+		if c.conflict.Status == metav1.ConditionTrue && c.conflict.Reason == string(mcsv1beta1.ServiceExportReasonPortConflict) {
+			continue
+		}
+		for _, pt := range c.ports {
+			if !seen[pt.Name] {
+				seen[pt.Name] = true
+				ports = append(ports, pt)
+			}
+		}
+	}
+	for _, s := range haveSlices {
+		if id := s.Labels[mcsv1beta1.LabelSourceCluster]; kept[id] {
+			clusters = append(clusters, id)
+		}
+	}
+	sort.Strings(clusters)
+	return ports, clusters
+}
+
+// derivedService is the Service without a selector behind a ClusterSetIP
+// import.
+func derivedService(selector map[string]string, ns, name, derived string, fam corev1.IPFamily, spec mcsv1beta1.ServiceImportSpec) *corev1.Service {
+	single := corev1.IPFamilyPolicySingleStack
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: derived, Labels: withLabels(selector, map[string]string{mcsv1beta1.LabelServiceName: name})},
+		Spec: corev1.ServiceSpec{
+			Type: corev1.ServiceTypeClusterIP, IPFamilies: []corev1.IPFamily{fam}, IPFamilyPolicy: &single,
+			SessionAffinity: spec.SessionAffinity,
+		},
+	}
+	if spec.SessionAffinity == "" {
+		svc.Spec.SessionAffinity = corev1.ServiceAffinityNone
+	}
+	for _, pt := range spec.Ports {
+		svc.Spec.Ports = append(svc.Spec.Ports, corev1.ServicePort{Name: pt.Name, Protocol: protocol(pt.Protocol), Port: pt.Port, AppProtocol: pt.AppProtocol})
+	}
+	return svc
+}
+
+// withLabels returns the selector's labels and the extra ones.
+func withLabels(selector, extra map[string]string) map[string]string {
+	l := make(map[string]string, len(selector)+len(extra))
+	for k, v := range selector {
+		l[k] = v
+	}
+	for k, v := range extra {
+		l[k] = v
+	}
+	return l
+}
+
+func cond(t mcsv1beta1.ServiceExportConditionType, ok bool, reason mcsv1beta1.ServiceExportConditionReason, msg string) metav1.Condition {
+	s := metav1.ConditionFalse
+	if ok {
+		s = metav1.ConditionTrue
+	}
+	return metav1.Condition{Type: string(t), Status: s, Reason: string(reason), Message: msg}
+}
+
+// exportStatus returns the conditions of one of the member's exports, and
+// whether they differ from those it has.
+func exportStatus(c *candidate) (ExportStatus, bool) {
+	ready := cond(mcsv1beta1.ServiceExportConditionReady, true, mcsv1beta1.ServiceExportReasonExported, "the Service is exported to the ClusterSet")
+	switch {
+	case c.valid.Status != metav1.ConditionTrue:
+		ready = cond(mcsv1beta1.ServiceExportConditionReady, false, mcsv1beta1.ServiceExportReasonFailed, c.valid.Message)
+	case c.excluded:
+		ready = cond(mcsv1beta1.ServiceExportConditionReady, false, mcsv1beta1.ServiceExportReasonFailed, c.conflict.Message)
+	}
+	refused := metav1.Condition{Type: ConditionEndpointsRefused, Status: metav1.ConditionFalse, Reason: ReasonAllRoutable, Message: "every ready endpoint lies in the member's networks"}
+	if len(c.refused) > 0 {
+		listed := c.refused
+		if len(listed) > maxRefusedListed {
+			listed = listed[:maxRefusedListed]
+		}
+		nets := make([]string, 0, len(c.e.Networks))
+		for _, n := range c.e.Networks {
+			nets = append(nets, n.String())
+		}
+		refused = metav1.Condition{Type: ConditionEndpointsRefused, Status: metav1.ConditionTrue, Reason: ReasonEndpointsRefused,
+			Message: fmt.Sprintf("%d endpoints are not exported: the mesh routes only the member's networks of its family (%s): %s", len(c.refused), strings.Join(nets, ", "), strings.Join(listed, ", "))}
+	}
+	want := []metav1.Condition{c.valid, ready, c.conflict, refused}
+	have := map[string]metav1.Condition{}
+	for _, h := range c.export.Status.Conditions {
+		have[h.Type] = h
+	}
+	changed := false
+	for i, w := range want {
+		h, ok := have[w.Type]
+		if ok && h.Status == w.Status && h.Reason == w.Reason && h.Message == w.Message && h.ObservedGeneration == c.export.Generation {
+			want[i].LastTransitionTime = h.LastTransitionTime
+			continue
+		}
+		if ok && h.Status == w.Status {
+			want[i].LastTransitionTime = h.LastTransitionTime
+		}
+		changed = true
+	}
+	for i := range want {
+		want[i].ObservedGeneration = c.export.Generation
+	}
+	return ExportStatus{Namespace: c.export.Namespace, Name: c.export.Name, Conditions: want}, changed
+}

@@ -290,6 +290,11 @@ func TestHealth(t *testing.T) {
 			fixture: "render-shared-segments.yaml",
 			want:    want{"Progressing", "Unready resources"},
 		},
+		"RenderSharedServices": {
+			reason:  "A mesh that shares Services, still being created, is Progressing like any other.",
+			fixture: "render-shared-services.yaml",
+			want:    want{"Progressing", "Unready resources"},
+		},
 		"UndeliveredShortly": {
 			reason:  "Peers that cannot be written into a member for a short while keep the mesh Progressing, naming the member.",
 			fixture: "undelivered.yaml",

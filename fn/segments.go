@@ -34,10 +34,13 @@ const prefixSegments = "segments-"
 
 // DefaultShareAbove is how many bytes of Peers the PeerSets of a mesh may
 // take together, written inline, before the function writes them in the
-// shared form instead. A mesh of a few members and nodes, whose inline
-// PeerSets read best, stays below it; a 5 x 50 mesh (1,000 placements,
-// about 330 KB inline) is above it.
-const DefaultShareAbove = 256 << 10
+// shared form instead. The shared form costs watch events of its own (its
+// SegmentSets', on top of the PeerSets'): creating a 5 x 50 mesh (1,000
+// placements, about 330 KB inline) cost Crossplane's circuit breaker 116
+// events shared, more than its burst of 100, against 74 inline. So a mesh
+// stays inline, where its PeerSets also read best, until its response
+// needs the room: a 5 x 200 mesh (4,000 placements) shares.
+const DefaultShareAbove = 1 << 20
 
 // AnnotationShareAbove on a ClusterMesh lowers, for that mesh, the bytes of
 // inline Peers above which the function writes the shared form: "0" shares

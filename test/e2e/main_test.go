@@ -46,6 +46,7 @@
 //	E2E_RESTORE_OBJECTS  how long Objects delivery gets to restore one (default 30s)
 //	E2E_SCALE_NODES      nodes per member of the large mesh (default 50)
 //	E2E_KNOWN_BUGS=1  run the checks of known bugs instead of skipping them
+//	E2E_LARGE=1       run the ScaleLarge phase (5 x 450), not part of make test
 package e2e
 
 import (

@@ -73,7 +73,7 @@ test: check-generate lint unit fuzz package-check render-check docs-check e2e ##
 
 .PHONY: realnodes
 realnodes: ## Real nodes (root): pods behind a Service in two clusters; Crossplane by its Helm chart, kilomesh as pods, a mesh of three; real pods across the mesh; teardown checked (~3.5 min warm).
-	test/tools/build.sh etcd kube kube-node coredns helm crossplane crossplane-cli crane provider-kubernetes
+	test/tools/build.sh etcd kube kube-node coredns-mcs helm crossplane crossplane-cli crane provider-kubernetes
 	go test -tags realnodes -count=1 -v -timeout 20m ./test/realnodes/
 
 .PHONY: bench

@@ -152,6 +152,7 @@ func testMode(ctx context.Context, t *testing.T, mode string, vpn *kilov1alpha1.
 		{"members follow node changes", false, func(t *testing.T) { testFollow(ctx, t, mode, ref) }},
 		{"a Peer edited or deleted by hand is restored", true, func(t *testing.T) { testRestore(ctx, t, mode, ref) }},
 		{"packets", true, func(t *testing.T) { testPackets(ctx, t, mode, ref) }},
+		{"services across the mesh", false, func(t *testing.T) { testServices(ctx, t, mode, ref) }},
 		{"faults of the packages' pods", true, func(t *testing.T) { testFaults(ctx, t, mode, ref) }},
 		{"member unreachable", false, func(t *testing.T) { testOutage(ctx, t, mode, ref) }},
 		{"cluster removed from the spec", false, func(t *testing.T) { removed = testRemoveCluster(ctx, t, ref) }},

@@ -78,7 +78,7 @@ if running; then
 else
   stack_log "building the tools (cached in .cache/bin; the first build takes 10 to 20 minutes on 2 cores)"
   tools=(etcd kube crossplane crossplane-cli crane provider-kubernetes wireguard-go)
-  [ -z "$STACK_REAL_NODES" ] || tools+=(kube-node coredns helm)
+  [ -z "$STACK_REAL_NODES" ] || tools+=(kube-node coredns-mcs helm)
   progress "building the tools" "$STACK_TOP/test/tools/build.sh" "${tools[@]}"
   for p in function provider configuration provider-kubernetes; do
     progress "building the $p package" env VERSION="${STACK_VERSION:-v0.2.0}" "$STACK_TOP/package/build.sh" "$p" >/dev/null

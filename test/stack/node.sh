@@ -13,8 +13,9 @@
 #                               plugins and nftables when missing
 #   node.sh images              build the pod images into <run>/images
 #   node.sh up CLUSTER          start the node (its apiserver must be ready)
-#   node.sh addons CLUSTER      kube-proxy (DaemonSet) and CoreDNS
-#                               (Deployment) on the cluster, waited for
+#   node.sh addons CLUSTER      the MCS CRDs, kube-proxy (DaemonSet) and CoreDNS
+#                               with the clusterset plugin (Deployment) on
+#                               the cluster, waited for
 #   node.sh forward CLUSTER NAME PORT
 #                               127.0.0.1:PORT of the host (an apiserver,
 #                               the registry) at 0.0.0.0:PORT in the node's
@@ -113,26 +114,37 @@ image() {
 }
 
 cmd_images() {
-  local p libs=()
-  [ ! -f "$images/.complete" ] || return 0
-  stack_log "building the pod images in $images"
-  "$STACK_TOP/test/tools/build.sh" kube-node coredns
-  mkdir -p "$images/bin"
+  local p libs=() key mcs
+  stack_log "building the pod images in $images (skipped when up to date)"
+  "$STACK_TOP/test/tools/build.sh" kube-node coredns-mcs
+  mkdir -p "$images/bin" "$images/crds"
   (
     cd "$STACK_TOP"
     for p in podimage pods/pause pods/hello pods/probe; do
       CGO_ENABLED=0 go build -trimpath -o "$images/bin/${p##*/}" "./test/stack/$p"
     done
+    # The MCS CRDs (ServiceExport, ServiceImport) of the mcs-api version
+    # kilomesh builds with, as the provider's tests install them.
+    go mod download sigs.k8s.io/mcs-api
+    mcs=$(go list -m -f '{{.Dir}}' sigs.k8s.io/mcs-api)
+    cp -f "$mcs/config/crd/multicluster.x-k8s.io_serviceexports.yaml" \
+      "$mcs/config/crd/multicluster.x-k8s.io_serviceimports.yaml" "$images/crds/"
   )
+  # The images are rebuilt when anything they are made of changed: a tool
+  # rebuilt from new sources (CoreDNS with the clusterset plugin) goes in.
+  key=$(cat "$images"/bin/* "$STACK_BIN/coredns-mcs" "$STACK_BIN/kube-proxy" /usr/sbin/nft | sha256sum | cut -c1-16)
+  [ "$(cat "$images/.complete" 2>/dev/null || true)" != "$key" ] || return 0
+  rm -f "$images/.complete"
   image "$pause_image" pause 65535 /pause "$images/bin/pause:/pause"
   image stack.local/hello:v1 hello 65532 /usr/local/bin/hello "$images/bin/hello:/usr/local/bin/hello"
   image stack.local/probe:v1 probe 65532 /usr/local/bin/probe "$images/bin/probe:/usr/local/bin/probe"
-  image "stack.local/coredns:$coredns_version" coredns 65532 /usr/local/bin/coredns "$STACK_BIN/coredns:/usr/local/bin/coredns"
+  # CoreDNS with kilomesh's clusterset plugin, at CoreDNS's usual path.
+  image "stack.local/coredns:$coredns_version" coredns 65532 /usr/local/bin/coredns "$STACK_BIN/coredns-mcs:/usr/local/bin/coredns"
   # kube-proxy's nftables mode runs Debian's nft: it goes in with its libraries.
   mapfile -t libs < <(ldd /usr/sbin/nft | awk '/=>/ { print $3 } /ld-linux/ { print $1 }' | sort -u)
   image "stack.local/kube-proxy:$kube_version" kube-proxy 0 /usr/local/bin/kube-proxy \
     "$STACK_BIN/kube-proxy:/usr/local/bin/kube-proxy" /usr/sbin/nft "${libs[@]}"
-  touch "$images/.complete"
+  printf '%s\n' "$key" >"$images/.complete"
 }
 
 in_node() { nsenter --net="/var/run/netns/$NODE_NETNS" "$@"; }
@@ -381,6 +393,11 @@ hostnameOverride: $NODE
 conntrack: {maxPerCore: 0, min: 0, tcpEstablishedTimeout: 0s, tcpCloseWaitTimeout: 0s}
 nodePortAddresses: [$NODE_IP/32]
 YAML
+  # The MCS CRDs go in before CoreDNS: its clusterset plugin watches
+  # ServiceImports, and counts ready only once that watch has synced.
+  kc "$c" apply --server-side -f "$images/crds/" >/dev/null
+  kc "$c" wait --for condition=established --timeout=60s \
+    crd/serviceexports.multicluster.x-k8s.io crd/serviceimports.multicluster.x-k8s.io >/dev/null
   kc "$c" apply -f - >/dev/null <<YAML
 apiVersion: apps/v1
 kind: DaemonSet
@@ -417,6 +434,9 @@ rules:
 - apiGroups: [discovery.k8s.io]
   resources: [endpointslices]
   verbs: [list, watch]
+- apiGroups: [multicluster.x-k8s.io]
+  resources: [serviceimports]
+  verbs: [list, watch]
 ---
 apiVersion: rbac.authorization.k8s.io/v1
 kind: ClusterRoleBinding
@@ -433,6 +453,7 @@ data:
         errors
         health :8080
         ready :8181
+        clusterset clusterset.local
         kubernetes cluster.local in-addr.arpa ip6.arpa {
             pods insecure
             fallthrough in-addr.arpa ip6.arpa

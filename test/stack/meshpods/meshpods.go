@@ -466,6 +466,39 @@ func (p *Pods) ask(ctx context.Context, from, to *member, kind Kind, r *Result) 
 	return err
 }
 
+// Ask asks the probe pod of member from for path, one of its handlers with
+// its query (/get?url=..., /dns?name=...), and returns the answer as the
+// probe gives it: "<status>\n<body>" for /get, the addresses for /dns.
+func (p *Pods) Ask(ctx context.Context, from, path string) (string, error) {
+	m := p.members[from]
+	if m == nil || m.probe == "" {
+		return "", fmt.Errorf("no probe pod in %s", from)
+	}
+	hc := p.HTTP
+	if hc == nil {
+		hc = http.DefaultClient
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+net.JoinHostPort(m.probe, strconv.Itoa(probePort))+path, nil)
+	if err != nil {
+		return "", err
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return "", fmt.Errorf("cannot reach the probe pod of %s: %w", from, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 4096))
+	if err != nil {
+		return "", err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return string(b), fmt.Errorf("the probe pod of %s answered %d: %s", from, resp.StatusCode, firstLine(strings.TrimSpace(string(b))))
+	}
+	return string(b), nil
+}
+
 // judge reads the probe's answer ("<status>\n<body>", or its own error):
 // the hello pod that answered and the address it saw the request come
 // from. It fails unless a hello pod of the target (hello, by name)

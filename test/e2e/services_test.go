@@ -1,0 +1,263 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	kerrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	kubev1alpha1 "github.com/kilomesh/kilomesh/apis/kube/v1alpha1"
+	meshv1alpha1 "github.com/kilomesh/kilomesh/apis/mesh/v1alpha1"
+	"github.com/kilomesh/kilomesh/fn/mesh"
+	"github.com/kilomesh/kilomesh/test/stack/meshpods"
+)
+
+// The step shares meshpods' hello Service of the exporter with the
+// importer, in meshpods' namespace, which every member already has.
+const (
+	svcExporter = "cluster-a"
+	svcImporter = "cluster-b"
+	svcName     = "hello"
+	// svcRoleBinding grants kube-system:kilomesh (examples/member-rbac.yaml)
+	// the Services ClusterRole in the shared namespace, as docs/services.md
+	// tells users to.
+	svcRoleBinding = "kilomesh-services"
+)
+
+var mcsGV = schema.GroupVersion{Group: "multicluster.x-k8s.io", Version: "v1beta1"}
+
+// testServices shares Services on the mesh for meshpods' namespace, exports
+// cluster-a's hello Service, and from cluster-b's client pod resolves
+// hello.<ns>.svc.clusterset.local with the node's CoreDNS (its clusterset
+// plugin, node.sh) and asks the ClusterSet IP over HTTP: cluster-b's
+// kube-proxy sends it to cluster-a's hello pod, whose address only the
+// mesh's WireGuard tunnels route. The report gets the seconds from the
+// ServiceExport's creation to the import in cluster-b and to the name
+// resolving there. Everything is undone at the end, the mesh's spec
+// restored and every import it made gone.
+func testServices(ctx context.Context, t *testing.T, mode string, ref meshRef) {
+	if realPods == nil {
+		t.Skip("no real pods in this run")
+	}
+	ns := meshpods.Namespace
+	xr := meshObject(ref)
+	if err := mgmt.Get(ctx, client.ObjectKeyFromObject(xr), xr); err != nil {
+		t.Fatal(err)
+	}
+	before, had, _ := unstructured.NestedFieldCopy(xr.Object, "spec", "services")
+	restore := []byte(`{"spec":{"services":null}}`)
+	if had {
+		b, err := json.Marshal(map[string]any{"spec": map[string]any{"services": before}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		restore = b
+	}
+
+	// Cleanups run last first: the export goes, then the mesh stops
+	// sharing (its ServiceSyncs delete their imports, with the
+	// RoleBindings still in place), then the RoleBindings go.
+	for _, c := range meshMembers {
+		rb := &rbacv1.RoleBinding{
+			ObjectMeta: metav1.ObjectMeta{Name: svcRoleBinding, Namespace: ns},
+			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "kilomesh-member-services"},
+			Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: "kilomesh", Namespace: "kube-system"}},
+		}
+		if err := kube[c].Create(ctx, rb); err != nil && !kerrors.IsAlreadyExists(err) {
+			t.Fatalf("%s: %v", c, err)
+		}
+		t.Cleanup(func() {
+			if err := client.IgnoreNotFound(kube[c].Delete(ctx, rb)); err != nil {
+				t.Errorf("%s: %v", c, err)
+			}
+		})
+	}
+	if err := mgmt.Patch(ctx, xr, client.RawPatch(types.MergePatchType, fmt.Appendf(nil, `{"spec":{"services":{"namespaces":[%q]}}}`, ns))); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := mgmt.Patch(ctx, meshObject(ref), client.RawPatch(types.MergePatchType, restore)); err != nil {
+			t.Errorf("cannot restore the mesh's spec.services: %v", err)
+			return
+		}
+		waitFor(ctx, t, "the mesh's ServiceSyncs and every import they made to go", func() error {
+			return importsGone(ctx, ref, ns)
+		})
+		waitConverged(ctx, t, ref, convergeTimeout)
+	})
+
+	// The ServiceSyncs run before the export is made, so that the time
+	// measured below is the export's own.
+	waitFor(ctx, t, "a Ready ServiceSync per member", func() error { return serviceSyncsReady(ctx, ref) })
+
+	export := mcsObject("ServiceExport", ns)
+	start := time.Now()
+	if err := kube[svcExporter].Create(ctx, export); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := client.IgnoreNotFound(kube[svcExporter].Delete(ctx, mcsObject("ServiceExport", ns))); err != nil {
+			t.Error(err)
+		}
+	})
+
+	var ip string
+	eventually(ctx, t, fmt.Sprintf("ServiceImport %s/%s with a ClusterSet IP in %s", ns, svcName, svcImporter), convergeTimeout, 100*time.Millisecond, func() (bool, error) {
+		si := mcsObject("ServiceImport", ns)
+		if err := kube[svcImporter].Get(ctx, client.ObjectKeyFromObject(si), si); err != nil {
+			return false, err
+		}
+		ips, _, _ := unstructured.NestedStringSlice(si.Object, "spec", "ips")
+		if len(ips) == 0 {
+			return false, errors.New("it has no ips yet")
+		}
+		ip = ips[0]
+		return true, nil
+	})
+	imported := time.Since(start)
+
+	// The rooted name skips the pod's search path. DNS is asked only now:
+	// CoreDNS's cache would keep an earlier NXDOMAIN for the zone's
+	// negative TTL (5 s).
+	name := fmt.Sprintf("%s.%s.svc.clusterset.local", svcName, ns)
+	var addrs string
+	eventually(ctx, t, fmt.Sprintf("%s to resolve to %s in %s's client pod", name, ip, svcImporter), convergeTimeout, 200*time.Millisecond, func() (bool, error) {
+		out, err := realPods.Ask(ctx, svcImporter, "/dns?name="+name+".")
+		addrs = strings.TrimSpace(out)
+		if err != nil {
+			return false, err
+		}
+		return slices.Contains(strings.Fields(addrs), ip), fmt.Errorf("it resolves to %q", addrs)
+	})
+	resolved := time.Since(start)
+	if got := strings.Fields(addrs); len(got) != 1 {
+		t.Errorf("%s resolved to %v, want the ClusterSet IP %s alone", name, got, ip)
+	}
+
+	// HTTP through the ClusterSet IP, by address and by name: a hello pod
+	// of the exporter answers.
+	hello := helloPods(ctx, t, svcExporter, ns)
+	var answers []string
+	for _, u := range []string{"http://" + net.JoinHostPort(ip, "80") + "/", "http://" + name + "/"} {
+		var last string
+		eventually(ctx, t, fmt.Sprintf("GET %s from %s's client pod to be answered by a hello pod of %s %v", u, svcImporter, svcExporter, hello), convergeTimeout, time.Second, func() (bool, error) {
+			out, err := realPods.Ask(ctx, svcImporter, "/get?url="+u)
+			last = strings.TrimSpace(out)
+			if err != nil {
+				return false, err
+			}
+			status, body, _ := strings.Cut(last, "\n")
+			pod, _, _ := strings.Cut(strings.TrimPrefix(body, "hello from pod "), " ")
+			if status != "200" || !strings.HasPrefix(body, "hello from pod ") || !slices.Contains(hello, pod) {
+				return false, fmt.Errorf("answer %q", last)
+			}
+			return true, nil
+		})
+		answers = append(answers, fmt.Sprintf("GET %s: %s", u, strings.ReplaceAll(last, "\n", " ")))
+	}
+
+	report.notef("%s: Services across the mesh: %s/%s exported by %s, ServiceImport with ClusterSet IP %s in %s %.1fs after the ServiceExport was created, %s resolvable there by its CoreDNS after %.1fs; from %s's client pod:\n  %s",
+		mode, ns, svcName, svcExporter, ip, svcImporter, imported.Seconds(), name, resolved.Seconds(), svcImporter, strings.Join(answers, "\n  "))
+	t.Logf("import after %.1fs, resolvable after %.1fs; %s", imported.Seconds(), resolved.Seconds(), strings.Join(answers, "; "))
+}
+
+// mcsObject is the step's object of a kind of the Multi-Cluster Services
+// API, to create or read.
+func mcsObject(kind, ns string) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(mcsGV.WithKind(kind))
+	u.SetNamespace(ns)
+	u.SetName(svcName)
+	return u
+}
+
+// serviceSyncsReady fails unless the mesh has a Ready ServiceSync for
+// every member.
+func serviceSyncsReady(ctx context.Context, ref meshRef) error {
+	l := &unstructured.UnstructuredList{}
+	l.SetGroupVersionKind(kubev1alpha1.GroupVersion.WithKind(kubev1alpha1.ServiceSyncKind + "List"))
+	if err := mgmt.List(ctx, l, client.InNamespace(ref.ns), client.MatchingLabels{"crossplane.io/composite": ref.name}); err != nil {
+		return err
+	}
+	if len(l.Items) != len(meshMembers) {
+		return fmt.Errorf("%d ServiceSyncs, want %d", len(l.Items), len(meshMembers))
+	}
+	for i := range l.Items {
+		if status, reason, msg := conditionOf(&l.Items[i], "Ready"); status != "True" {
+			return fmt.Errorf("ServiceSync %s is not Ready: %s %s", l.Items[i].GetName(), reason, msg)
+		}
+	}
+	return nil
+}
+
+// importsGone fails while the mesh has a ServiceSync, or a member holds an
+// import of the step or an object the mesh made in the shared namespace.
+func importsGone(ctx context.Context, ref meshRef, ns string) error {
+	l := &unstructured.UnstructuredList{}
+	l.SetGroupVersionKind(kubev1alpha1.GroupVersion.WithKind(kubev1alpha1.ServiceSyncKind + "List"))
+	if err := mgmt.List(ctx, l, client.InNamespace(ref.ns), client.MatchingLabels{"crossplane.io/composite": ref.name}); err != nil {
+		return err
+	}
+	if len(l.Items) > 0 {
+		return fmt.Errorf("%d ServiceSyncs left", len(l.Items))
+	}
+	ours := client.MatchingLabels{meshv1alpha1.LabelMeshNamespace: mesh.LabelValue(ref.ns), meshv1alpha1.LabelMesh: ref.name}
+	for _, c := range meshMembers {
+		si := mcsObject("ServiceImport", ns)
+		err := kube[c].Get(ctx, client.ObjectKeyFromObject(si), si)
+		if err == nil {
+			return fmt.Errorf("%s still holds ServiceImport %s/%s", c, ns, svcName)
+		}
+		if !kerrors.IsNotFound(err) {
+			return err
+		}
+		svcs := &corev1.ServiceList{}
+		if err := kube[c].List(ctx, svcs, client.InNamespace(ns), ours); err != nil {
+			return err
+		}
+		eps := &discoveryv1.EndpointSliceList{}
+		if err := kube[c].List(ctx, eps, client.InNamespace(ns), ours); err != nil {
+			return err
+		}
+		if n := len(svcs.Items) + len(eps.Items); n > 0 {
+			return fmt.Errorf("%s still holds %d Services and EndpointSlices of the mesh in %s", c, n, ns)
+		}
+	}
+	return nil
+}
+
+// helloPods are the names of the ready hello pods of a member.
+func helloPods(ctx context.Context, t *testing.T, c, ns string) []string {
+	t.Helper()
+	pods := &corev1.PodList{}
+	if err := kube[c].List(ctx, pods, client.InNamespace(ns), client.MatchingLabels{"app": "hello"}); err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, p := range pods.Items {
+		if p.DeletionTimestamp == nil && p.Status.PodIP != "" {
+			out = append(out, p.Name)
+		}
+	}
+	if len(out) == 0 {
+		t.Fatalf("%s has no hello pod in %s", c, ns)
+	}
+	return out
+}

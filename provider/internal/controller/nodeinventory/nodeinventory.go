@@ -246,7 +246,8 @@ func (e *external) observe(ctx context.Context, cr *v1alpha1.NodeInventory) (man
 
 	at := &cr.Status.AtProvider
 	recovering := cr.GetCondition(xpv2.TypeSynced).Status != corev1.ConditionTrue
-	if at.ObservedAt == nil || recovering ||
+	// A status without the count (an earlier version's) is written once.
+	if at.ObservedAt == nil || recovering || at.NodeCount != len(observed) ||
 		!equality.Semantic.DeepEqual(at.Nodes, observed) ||
 		!equality.Semantic.DeepEqual(at.ForeignPeers, foreign) ||
 		at.NodesIncomplete != nodesIncomplete || at.ForeignPeersIncomplete != foreignIncomplete {

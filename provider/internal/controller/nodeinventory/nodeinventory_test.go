@@ -134,6 +134,16 @@ func TestObserve(t *testing.T) {
 				wake: in(50),
 			},
 		},
+		"WrittenWithoutNodeCount": {
+			reason:  "A status an earlier version wrote without nodeCount is written again once, so that kubectl's NODES column shows the nodes after an upgrade.",
+			cluster: &fakeCluster{nodes: []*corev1.Node{nodeA}},
+			cr:      inventory(corev1.ConditionTrue, v1alpha1.NodeInventoryObservation{ObservedAt: &then, Nodes: observedA}, nil),
+			want: want{
+				obs:  managed.ExternalObservation{ResourceExists: true, ResourceUpToDate: true},
+				at:   v1alpha1.NodeInventoryObservation{ObservedAt: &metav1.Time{Time: now.Truncate(time.Second)}, NodeCount: 1, Nodes: observedA},
+				wake: in(50),
+			},
+		},
 		"Heartbeat": {
 			reason:  "A newer heartbeat that keeps the node fresh changes nothing; the inventory looks again when the new heartbeat can turn stale.",
 			cluster: &fakeCluster{nodes: []*corev1.Node{nodeAt(0)}},

@@ -246,11 +246,7 @@ func (e *external) observe(ctx context.Context, cr *v1alpha1.NodeInventory) (man
 
 	at := &cr.Status.AtProvider
 	recovering := cr.GetCondition(xpv2.TypeSynced).Status != corev1.ConditionTrue
-	// A status without the count (an earlier version's) is written once.
-	if at.ObservedAt == nil || recovering || at.NodeCount != len(observed) ||
-		!equality.Semantic.DeepEqual(at.Nodes, observed) ||
-		!equality.Semantic.DeepEqual(at.ForeignPeers, foreign) ||
-		at.NodesIncomplete != nodesIncomplete || at.ForeignPeersIncomplete != foreignIncomplete {
+	if recovering || !published(at, observed, foreign, nodesIncomplete, foreignIncomplete) {
 		next := v1alpha1.NodeInventoryObservation{
 			ObservedAt:             &metav1.Time{Time: now.UTC().Truncate(time.Second)},
 			NodeCount:              len(observed),
@@ -270,6 +266,16 @@ func (e *external) observe(ctx context.Context, cr *v1alpha1.NodeInventory) (man
 	}
 	cr.SetConditions(xpv2.Available())
 	return managed.ExternalObservation{ResourceExists: true, ResourceUpToDate: true}, nil
+}
+
+// published reports whether the status holds exactly this observation,
+// observedAt apart. A status without the count (an earlier version's) is
+// not: it is written once.
+func published(at *v1alpha1.NodeInventoryObservation, observed []v1alpha1.ObservedNode, foreign []v1alpha1.ForeignPeer, nodesIncomplete, foreignIncomplete string) bool {
+	return at.ObservedAt != nil && at.NodeCount == len(observed) &&
+		equality.Semantic.DeepEqual(at.Nodes, observed) &&
+		equality.Semantic.DeepEqual(at.ForeignPeers, foreign) &&
+		at.NodesIncomplete == nodesIncomplete && at.ForeignPeersIncomplete == foreignIncomplete
 }
 
 // foreign returns the foreign Peers of the cluster, and the bounds that

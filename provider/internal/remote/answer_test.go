@@ -23,7 +23,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
 
@@ -45,8 +45,12 @@ func TestMemberBehindDeadForwarder(t *testing.T) {
 	if err := m.Admin.Create(t.Context(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-a1"}}); err != nil {
 		t.Fatal(err)
 	}
-	cfg := rest.CopyConfig(m.AdminConfig)
-	cfg.Host = "https://" + m.Proxy.Addr()
+	// The identity provider-kilomesh has in a member (examples/member-rbac.yaml),
+	// through the member's forwarder, as its kubeconfig says.
+	cfg, err := clientcmd.RESTConfigFromKubeConfig(m.Kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
 	c := newCluster(t.Context(), 1, cfg, func(...string) {}, 10*time.Second, time.Now)
 	t.Cleanup(c.stop)
 
@@ -68,7 +72,7 @@ func TestMemberBehindDeadForwarder(t *testing.T) {
 	_ = outcome("the member's Nodes listed", func(n []*corev1.Node, err error) bool { return err == nil && len(n) == 1 })
 
 	m.Proxy.Drop()
-	err := outcome("the member reported unreachable behind a forwarder that answers nothing", func(_ []*corev1.Node, err error) bool {
+	err = outcome("the member reported unreachable behind a forwarder that answers nothing", func(_ []*corev1.Node, err error) bool {
 		return err != nil && !errors.Is(err, ErrPending)
 	})
 	var na *NoAnswerError

@@ -24,6 +24,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kilov1alpha1 "github.com/kilomesh/kilomesh/apis/kilo/v1alpha1"
@@ -109,7 +110,12 @@ func TestApplyDuration(t *testing.T) {
 	}
 	ctx := t.Context()
 	m := testenv.StartMember(t, testenv.MemberOptions{})
-	kube, err := client.New(m.AdminConfig, client.Options{Scheme: remote.Scheme})
+	// The identity provider-kilomesh has in a member (examples/member-rbac.yaml).
+	cfg, err := clientcmd.RESTConfigFromKubeConfig(m.Kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kube, err := client.New(cfg, client.Options{Scheme: remote.Scheme})
 	if err != nil {
 		t.Fatal(err)
 	}

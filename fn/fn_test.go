@@ -223,11 +223,12 @@ spec:
 	return o
 }
 
-// emptyPeerSet holds no Peer.
+// emptyPeerSet holds no Peer: no list at all, since provider-kilomesh
+// would drop an empty one when it writes the set back.
 func emptyPeerSet(t *testing.T, pcKind, pcName string) *structpb.Struct {
 	t.Helper()
 	ps := peerSet(t, peerOfB, pcKind, pcName)
-	ps.GetFields()["spec"].GetStructValue().GetFields()["forProvider"].GetStructValue().Fields["peers"] = structpb.NewListValue(&structpb.ListValue{})
+	delete(ps.GetFields()["spec"].GetStructValue().GetFields()["forProvider"].GetStructValue().Fields, "peers")
 	return ps
 }
 

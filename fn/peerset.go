@@ -43,8 +43,8 @@ func (peerSetDelivery) compose(cp *composition, c meshv1alpha1.Cluster, peers []
 			return nil
 		}
 		refs, inline := sharedPeerSet(cp, c.Name, peers)
-		params["segmentSetRefs"] = refs
-		params["peers"] = inline
+		setList(params, "segmentSetRefs", refs)
+		setList(params, "peers", inline)
 		measured = object(map[string]*structpb.Value{"peers": inline, "segmentSetRefs": refs})
 		count = len(inline.GetListValue().GetValues())
 	} else {
@@ -52,8 +52,8 @@ func (peerSetDelivery) compose(cp *composition, c meshv1alpha1.Cluster, peers []
 		for i := range peers {
 			items[i] = cp.conv.desiredPeer(&peers[i])
 		}
-		params["peers"] = structpb.NewListValue(&structpb.ListValue{Values: items})
-		measured = params["peers"]
+		measured = structpb.NewListValue(&structpb.ListValue{Values: items})
+		setList(params, "peers", measured)
 	}
 	// A PeerSet the API server cannot store would fail on every write.
 	b, err := measured.MarshalJSON()
@@ -73,6 +73,17 @@ func (peerSetDelivery) compose(cp *composition, c meshv1alpha1.Cluster, peers []
 	}}
 	cp.put(prefixPeerSet+c.Name, set)
 	return nil
+}
+
+// setList sets a list of a PeerSet's parameters, and leaves an empty one
+// out: provider-kilomesh writes its PeerSets back (their finalizer) as
+// their Go type, which drops an empty list, and Crossplane would then
+// write it again, each time a change of the PeerSet's spec and two watch
+// events of the mesh.
+func setList(params map[string]*structpb.Value, key string, list *structpb.Value) {
+	if len(list.GetListValue().GetValues()) > 0 {
+		params[key] = list
+	}
 }
 
 func (peerSetDelivery) target(name string, _ *structpb.Struct) (string, bool) {

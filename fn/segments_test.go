@@ -208,6 +208,8 @@ func TestSharedFormKeepsEveryPeer(t *testing.T) {
 				}
 			}
 			rsp := written.run(t, f, withDelivery(s.xr, "0"))
+			writtenBackAsIs(t, s.run(t, f, withDelivery(s.xr, "")))
+			writtenBackAsIs(t, rsp)
 			got, segs, n := resolved(t, rsp)
 			if diff := cmp.Diff(inline, got); diff != "" {
 				t.Errorf("%s\n-inline, +shared:\n%s", reason, diff)
@@ -239,6 +241,46 @@ func TestSharedFormKeepsEveryPeer(t *testing.T) {
 	}
 	if shared == 0 || exceptions == 0 {
 		t.Errorf("The scenarios must exercise the shared form (%d did) and its per-member exceptions (%d)", shared, exceptions)
+	}
+}
+
+// writtenBackAsIs checks that every PeerSet and SegmentSet of a response
+// keeps its spec when provider-kilomesh writes it back as its Go type (it
+// does, to add its finalizer): a spec that changed there would be written
+// again by Crossplane, each time two watch events of the mesh.
+func writtenBackAsIs(t *testing.T, rsp *fnv1.RunFunctionResponse) {
+	t.Helper()
+	for name, r := range rsp.GetDesired().GetResources() {
+		var typed any
+		switch {
+		case strings.HasPrefix(name, prefixPeerSet):
+			typed = &kubev1alpha1.PeerSet{}
+		case isSegments(name):
+			typed = &kubev1alpha1.SegmentSet{}
+		default:
+			continue
+		}
+		b, err := r.GetResource().MarshalJSON()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal(b, typed); err != nil {
+			t.Fatal(err)
+		}
+		back, err := json.Marshal(typed)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var before, after map[string]any
+		if err := json.Unmarshal(b, &before); err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal(back, &after); err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(before["spec"], after["spec"]); diff != "" {
+			t.Errorf("%s changes when written back as its Go type; Crossplane would write it again:\n-composed, +written back:\n%s", name, diff)
+		}
 	}
 }
 

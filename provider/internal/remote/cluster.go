@@ -232,6 +232,38 @@ func (c *Cluster) PeersIncomplete() string {
 	return f.incomplete()
 }
 
+// AwaitFirstLists waits, at most d, until the watches of the cluster
+// started so far have an outcome: their first list, or a failure. A new
+// inventory then publishes its member at once, in one status write,
+// instead of a write that says nothing yet and another a moment later,
+// each a watch event of every mesh that uses it. A cluster that does not
+// answer costs the wait once: a watch that has an outcome returns at once.
+func (c *Cluster) AwaitFirstLists(ctx context.Context, d time.Duration) {
+	c.mu.Lock()
+	feeds := []*feed{c.nodes, c.peers}
+	c.mu.Unlock()
+	t := time.NewTimer(d)
+	defer t.Stop()
+	for _, f := range feeds {
+		if f == nil {
+			continue
+		}
+		// The channel is taken before the check: a list that ends in
+		// between closes it.
+		next := f.outcome()
+		if _, err := f.items(); !errors.Is(err, ErrPending) {
+			continue
+		}
+		select {
+		case <-next:
+		case <-t.C:
+			return
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
 func (c *Cluster) nodeFeed() (*feed, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -27,11 +27,15 @@ import (
 	"sync"
 	"time"
 
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
+	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
+	"github.com/crossplane/crossplane-runtime/v2/pkg/meta"
+	"github.com/crossplane/crossplane-runtime/v2/pkg/reconciler/managed"
 	"github.com/crossplane/crossplane-runtime/v2/pkg/resource"
 
 	"github.com/kilomesh/kilomesh/provider/internal/clients"
@@ -348,6 +352,37 @@ type ReleasingFinalizer struct {
 	Usage    *clients.UsageTracker
 	Registry *Registry
 }
+
+// AddFinalizer adds the finalizer and keeps the status the reconcile has
+// set so far (a condition set when connecting, an observation). The write
+// returns the resource as stored, without them: the status written at the
+// end of the first reconcile would lack them, and the next reconcile would
+// write them again, one more watch event of every mesh that composes or
+// requires the resource.
+func (f ReleasingFinalizer) AddFinalizer(ctx context.Context, obj resource.Object) error {
+	if meta.FinalizerExists(obj, managed.FinalizerName) {
+		return nil
+	}
+	before, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+	if err != nil {
+		return errors.Wrap(err, errKeepStatus)
+	}
+	if err := f.Finalizer.AddFinalizer(ctx, obj); err != nil {
+		return err
+	}
+	status, ok := before["status"]
+	if !ok {
+		return nil
+	}
+	after, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+	if err != nil {
+		return errors.Wrap(err, errKeepStatus)
+	}
+	after["status"] = status
+	return errors.Wrap(runtime.DefaultUnstructuredConverter.FromUnstructured(after, obj), errKeepStatus)
+}
+
+const errKeepStatus = "cannot keep the status across the finalizer's write"
 
 // RemoveFinalizer releases what the managed resource held, then removes the
 // finalizer.

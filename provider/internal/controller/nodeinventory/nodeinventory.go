@@ -183,7 +183,16 @@ type Cluster interface {
 	// NodesAnsweringSince is when the cluster last began answering its
 	// Node watch without a failure since; zero when unknown.
 	NodesAnsweringSince() time.Time
+	// AwaitFirstLists waits, at most d, until the watches started so far
+	// have listed or failed.
+	AwaitFirstLists(ctx context.Context, d time.Duration)
 }
+
+// firstListWait is how long the first observation of a new inventory waits
+// for its cluster's first lists, so that its first status holds the
+// member's Nodes: the lists of a cluster that answers take a fraction of
+// it.
+const firstListWait = time.Second
 
 // An external observes one inventory's cluster through its shared watch.
 type external struct {
@@ -219,6 +228,15 @@ func (e *external) observe(ctx context.Context, cr *v1alpha1.NodeInventory) (man
 		}
 	}
 	nodes, err := e.cluster.Nodes(ctx)
+	if errors.Is(err, remote.ErrPending) && cr.Status.AtProvider.ObservedAt == nil {
+		// A new inventory: its first status says what it observed, not
+		// that it waits.
+		if len(cr.Spec.ForProvider.OwnedPeerLabels) > 0 {
+			_, _ = e.cluster.Peers(ctx) // starts the watch of Peers too
+		}
+		e.cluster.AwaitFirstLists(ctx, firstListWait)
+		nodes, err = e.cluster.Nodes(ctx)
+	}
 	if errors.Is(err, remote.ErrPending) {
 		return pending(cr, err)
 	}

@@ -54,6 +54,9 @@ type fakeCluster struct {
 
 func (c *fakeCluster) NodesAnsweringSince() time.Time { return c.since }
 
+// AwaitFirstLists returns at once: the fake has listed, or never will.
+func (c *fakeCluster) AwaitFirstLists(context.Context, time.Duration) {}
+
 func (c *fakeCluster) NodesIncomplete() string { return c.nodesCut }
 
 func (c *fakeCluster) PeersIncomplete() string { return c.peersCut }

@@ -29,7 +29,7 @@ type CLI struct {
 
 	MaxRecvMessageSize int           `default:"64"  help:"Largest request to accept, in MiB. Crossplane sends every observed resource of a mesh."`
 	ResponseTTL        time.Duration `default:"60s" help:"How long Crossplane may cache a response. It also re-runs the function this often, a safety net for missed events."`
-	ShareSegmentsAbove int           `default:"1048576" help:"Bytes of Peers that a mesh's PeerSets may take inline, all together, before each segment is written once in a SegmentSet that every PeerSet references. A mesh's kilomesh.io/share-segments-above annotation may lower it."`
+	ShareSegmentsAbove int           `default:"65536" help:"Bytes of Peers that a mesh's PeerSets may take inline, all together, before each segment is written once in a SegmentSet that every PeerSet references. A mesh's kilomesh.io/share-segments-above annotation may lower it."`
 }
 
 // Run this function.

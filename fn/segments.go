@@ -34,13 +34,16 @@ const prefixSegments = "segments-"
 
 // DefaultShareAbove is how many bytes of Peers the PeerSets of a mesh may
 // take together, written inline, before the function writes them in the
-// shared form instead. The shared form costs watch events of its own (its
-// SegmentSets', on top of the PeerSets'): creating a 5 x 50 mesh (1,000
-// placements, about 330 KB inline) cost Crossplane's circuit breaker 116
-// events shared, more than its burst of 100, against 89 inline. So a mesh
-// stays inline, where its PeerSets also read best, until its response
-// needs the room: a 5 x 200 mesh (4,000 placements) shares.
-const DefaultShareAbove = 1 << 20
+// shared form instead. The shared form is what keeps node churn under
+// Crossplane's watch circuit breaker, which charges an XR two tokens per
+// update of what it composes or requires and refills one a second: a node
+// added or removed costs a mesh of C members its NodeInventory and one
+// SegmentSet (4 tokens) shared, against its NodeInventory and the spec and
+// status of C-1 PeerSets inline (4C-2 tokens; 18 for five members). Its
+// creation costs a few SegmentSets more. A small mesh, whose few nodes change
+// seldom, stays inline, where its PeerSets read best: 64 KiB is about 200
+// placements (3 x 33 nodes, 5 x 10).
+const DefaultShareAbove = 64 << 10
 
 // AnnotationShareAbove on a ClusterMesh lowers, for that mesh, the bytes of
 // inline Peers above which the function writes the shared form: "0" shares

@@ -44,7 +44,11 @@
 //	E2E_CONVERGE   how long a mesh may take to converge (default 3m)
 //	E2E_RESTORE_REPS     Peers broken by hand per kind, in PeerSet delivery (default 3)
 //	E2E_RESTORE_OBJECTS  how long Objects delivery gets to restore one (default 30s)
-//	E2E_SCALE_NODES      nodes per member of the large mesh (default 50)
+//	E2E_SCALE_NODES      nodes per member of the Scale mesh (default 50)
+//	E2E_ROLL_NODES       nodes replaced one by one in the Scale mesh (default 50)
+//	E2E_ROLL_INTERVAL    time between two replacements (default 5s)
+//	E2E_TRACE_SPEC=1     write every change of what a mesh depends on to
+//	                     spec-changes.txt in E2E_STACK_DIR
 //	E2E_KNOWN_BUGS=1  run the checks of known bugs instead of skipping them
 //	E2E_LARGE=1       run the ScaleLarge phase (5 x 450), not part of make test
 package e2e

@@ -301,3 +301,21 @@ func metric(addr, name string) (float64, error) {
 	}
 	return sum, s.Err()
 }
+
+// metricLines returns the samples of a metric, one line each.
+func metricLines(addr, name string) ([]string, error) {
+	resp, err := http.Get("http://" + addr + "/metrics") //nolint:noctx // loopback address of the stack, answers at once
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	var out []string
+	s := bufio.NewScanner(resp.Body)
+	s.Buffer(make([]byte, 1<<20), 1<<20)
+	for s.Scan() {
+		if line := s.Text(); strings.HasPrefix(line, name+"{") || strings.HasPrefix(line, name+" ") {
+			out = append(out, line)
+		}
+	}
+	return out, s.Err()
+}

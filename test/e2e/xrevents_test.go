@@ -7,10 +7,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"os"
+	"path/filepath"
 	"reflect"
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -34,6 +38,9 @@ type xrTracer struct {
 	mu     sync.Mutex
 	counts map[string]map[string]int // XR (namespace/name) -> "<kind> <reason>" -> events
 	meshes map[string]*meshv1alpha1.ClusterMeshSpec
+	// diffs, with E2E_TRACE_SPEC=1, gets a line for every change of
+	// spec or status: which of their fields changed.
+	diffs io.Writer
 }
 
 // The kinds an XR of kilomesh depends on, and the ClusterMeshes themselves.
@@ -74,6 +81,13 @@ func traceXREvents(ctx context.Context) (*xrTracer, error) {
 	go func() { _ = ca.Start(ctx) }()
 	if !ca.WaitForCacheSync(ctx) {
 		return nil, errors.New("the watches of the management cluster did not sync")
+	}
+	if os.Getenv("E2E_TRACE_SPEC") == "1" {
+		f, err := os.Create(filepath.Join(env.Dir, "spec-changes.txt"))
+		if err != nil {
+			return nil, err
+		}
+		x.diffs = f
 	}
 	// What happened before the tracer started is not counted.
 	x.mu.Lock()
@@ -126,6 +140,9 @@ func (x *xrTracer) record(kind, reason string, oldObj, obj any) {
 		} else if spec, err := specOf(u); err == nil {
 			x.meshes[key] = spec
 		}
+	}
+	if x.diffs != nil && (reason == "spec" || reason == "status") {
+		fmt.Fprintf(x.diffs, "%s %s %s/%s: %s\n", time.Now().UTC().Format("15:04:05.000"), kind, ns, u.GetName(), fieldDiff(reason, unstructuredOf(oldObj), u))
 	}
 	for _, xr := range x.dependants(kind, u) {
 		if x.counts[xr] == nil {
@@ -227,4 +244,41 @@ func tally(c map[string]int) (string, int) {
 		parts[i] = fmt.Sprintf("%s %d", e.k, e.n)
 	}
 	return strings.Join(parts, ", "), total
+}
+
+// fieldDiff names the fields of spec or status (three levels down) that
+// differ between two versions of an object, with the length of the lists
+// among them.
+func fieldDiff(field string, old, u *unstructured.Unstructured) string {
+	if old == nil {
+		return "new"
+	}
+	var out []string
+	var walk func(path string, a, b any, depth int)
+	walk = func(path string, a, b any, depth int) {
+		if reflect.DeepEqual(a, b) {
+			return
+		}
+		am, aok := a.(map[string]any)
+		bm, bok := b.(map[string]any)
+		if aok && bok && depth < 3 {
+			keys := map[string]bool{}
+			for k := range am {
+				keys[k] = true
+			}
+			for k := range bm {
+				keys[k] = true
+			}
+			for k := range keys {
+				walk(path+"."+k, am[k], bm[k], depth+1)
+			}
+			return
+		}
+		al, _ := a.([]any)
+		bl, _ := b.([]any)
+		out = append(out, fmt.Sprintf("%s (%d -> %d items)", path, len(al), len(bl)))
+	}
+	walk(field, old.Object[field], u.Object[field], 0)
+	sort.Strings(out)
+	return strings.Join(out, ", ")
 }

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -153,7 +154,10 @@ func testServices(ctx context.Context, t *testing.T, mode string, ref meshRef) {
 
 	// HTTP through the ClusterSet IP, by address and by name: a hello pod
 	// of the exporter answers.
-	hello := helloPods(ctx, t, svcExporter, ns)
+	hello, err := meshpods.HelloPods(ctx, kube[svcExporter])
+	if err != nil {
+		t.Fatal(err)
+	}
 	var answers []string
 	for _, u := range []string{"http://" + net.JoinHostPort(ip, "80") + "/", "http://" + name + "/"} {
 		var last string
@@ -176,6 +180,122 @@ func testServices(ctx context.Context, t *testing.T, mode string, ref meshRef) {
 	report.notef("%s: Services across the mesh: %s/%s exported by %s, ServiceImport with ClusterSet IP %s in %s %.1fs after the ServiceExport was created, %s resolvable there by its CoreDNS after %.1fs; from %s's client pod:\n  %s",
 		mode, ns, svcName, svcExporter, ip, svcImporter, imported.Seconds(), name, resolved.Seconds(), svcImporter, strings.Join(answers, "\n  "))
 	t.Logf("import after %.1fs, resolvable after %.1fs; %s", imported.Seconds(), resolved.Seconds(), strings.Join(answers, "; "))
+
+	testFailover(ctx, t, mode, name, hello)
+}
+
+// svcSecond exports the same Service as svcExporter in the failover part
+// of the step.
+const svcSecond = "cluster-c"
+
+// testFailover exports hello from svcSecond as well: requests by name from
+// the importer's client pod must reach the pods of both exporters. Then
+// the first exporter's hello Deployment scales to zero, as a failed
+// rollout or a drained cluster leaves it: requests must all go to the
+// second exporter, within the time the report gives (from the scale-down
+// to ten answers in a row from the second exporter; the requests that
+// failed meanwhile are counted). The Deployment is scaled back and the
+// second export deleted at the end.
+func testFailover(ctx context.Context, t *testing.T, mode, name string, first []string) {
+	ns := meshpods.Namespace
+	second, err := meshpods.HelloPods(ctx, kube[svcSecond])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := kube[svcSecond].Create(ctx, mcsObject("ServiceExport", ns)); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := client.IgnoreNotFound(kube[svcSecond].Delete(ctx, mcsObject("ServiceExport", ns))); err != nil {
+			t.Error(err)
+		}
+	})
+	eventually(ctx, t, fmt.Sprintf("ServiceImport %s/%s in %s to list two exporters", ns, svcName, svcImporter), convergeTimeout, 100*time.Millisecond, func() (bool, error) {
+		si := mcsObject("ServiceImport", ns)
+		if err := kube[svcImporter].Get(ctx, client.ObjectKeyFromObject(si), si); err != nil {
+			return false, err
+		}
+		clusters, _, _ := unstructured.NestedSlice(si.Object, "status", "clusters")
+		return len(clusters) == 2, fmt.Errorf("status.clusters %v", clusters)
+	})
+
+	// ask returns the hello pod that answered a GET by name.
+	ask := func() (string, error) {
+		out, err := realPods.Ask(ctx, svcImporter, "/get?url=http://"+name+"/")
+		if err != nil {
+			return "", err
+		}
+		status, body, _ := strings.Cut(strings.TrimSpace(out), "\n")
+		pod, _, _ := strings.Cut(strings.TrimPrefix(body, "hello from pod "), " ")
+		if status != "200" || !strings.HasPrefix(body, "hello from pod ") {
+			return "", fmt.Errorf("answer %q", strings.TrimSpace(out))
+		}
+		return pod, nil
+	}
+	seen := map[string]int{}
+	eventually(ctx, t, fmt.Sprintf("GET http://%s/ from %s to be answered by pods of %s %v and of %s %v", name, svcImporter, svcExporter, first, svcSecond, second), convergeTimeout, 100*time.Millisecond, func() (bool, error) {
+		pod, err := ask()
+		switch {
+		case err != nil:
+			return false, err
+		case slices.Contains(first, pod):
+			seen[svcExporter]++
+		case slices.Contains(second, pod):
+			seen[svcSecond]++
+		default:
+			return false, fmt.Errorf("answered by %s, a pod of neither exporter", pod)
+		}
+		return seen[svcExporter] > 0 && seen[svcSecond] > 0, fmt.Errorf("answers so far by exporter: %v", seen)
+	})
+
+	scale := func(n int) error {
+		d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: svcName}}
+		return kube[svcExporter].Patch(ctx, d, client.RawPatch(types.MergePatchType, fmt.Appendf(nil, `{"spec":{"replicas":%d}}`, n)))
+	}
+	if err := scale(0); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	t.Cleanup(func() {
+		if err := scale(1); err != nil {
+			t.Errorf("cannot scale %s's hello back: %v", svcExporter, err)
+			return
+		}
+		waitFor(ctx, t, fmt.Sprintf("a ready hello pod in %s", svcExporter), func() error { return helloReady(ctx, svcExporter) })
+	})
+	inRow, failed, asked := 0, 0, 0
+	var lastFailed time.Duration // since the scale-down
+	eventually(ctx, t, fmt.Sprintf("ten GETs in a row from %s answered by %s's pods %v, %s's hello scaled to zero", svcImporter, svcSecond, second, svcExporter), convergeTimeout, 100*time.Millisecond, func() (bool, error) {
+		asked++
+		pod, err := ask()
+		if err == nil && !slices.Contains(second, pod) {
+			err = fmt.Errorf("answered by %s", pod)
+		}
+		if err != nil {
+			failed++
+			lastFailed = time.Since(start)
+			inRow = 0
+			return false, err
+		}
+		inRow++
+		return inRow >= 10, fmt.Errorf("%d in a row", inRow)
+	})
+	took := time.Since(start)
+	report.notef("%s: Services across the mesh, failover: %s/%s exported by %s and %s, GETs by name from %s answered by both (%v); %s's hello scaled to zero: ten answers in a row from %s %.1fs later; %d of %d GETs meanwhile failed or reached %s, the last %.1fs after the scale-down",
+		mode, ns, svcName, svcExporter, svcSecond, svcImporter, seen, svcExporter, svcSecond, took.Seconds(), failed, asked, svcExporter, lastFailed.Seconds())
+	t.Logf("failover after %.1fs (%d of %d GETs failed or reached %s)", took.Seconds(), failed, asked, svcExporter)
+}
+
+// helloReady fails unless a member's hello Deployment has a ready pod.
+func helloReady(ctx context.Context, c string) error {
+	d := &appsv1.Deployment{}
+	if err := kube[c].Get(ctx, client.ObjectKey{Namespace: meshpods.Namespace, Name: svcName}, d); err != nil {
+		return err
+	}
+	if d.Status.ReadyReplicas < 1 {
+		return fmt.Errorf("%d ready replicas", d.Status.ReadyReplicas)
+	}
+	return nil
 }
 
 // mcsObject is the step's object of a kind of the Multi-Cluster Services
@@ -243,21 +363,3 @@ func importsGone(ctx context.Context, ref meshRef, ns string) error {
 	return nil
 }
 
-// helloPods are the names of the ready hello pods of a member.
-func helloPods(ctx context.Context, t *testing.T, c, ns string) []string {
-	t.Helper()
-	pods := &corev1.PodList{}
-	if err := kube[c].List(ctx, pods, client.InNamespace(ns), client.MatchingLabels{"app": "hello"}); err != nil {
-		t.Fatal(err)
-	}
-	var out []string
-	for _, p := range pods.Items {
-		if p.DeletionTimestamp == nil && p.Status.PodIP != "" {
-			out = append(out, p.Name)
-		}
-	}
-	if len(out) == 0 {
-		t.Fatalf("%s has no hello pod in %s", c, ns)
-	}
-	return out
-}

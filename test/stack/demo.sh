@@ -11,7 +11,9 @@
 # which members' pods reach which through the tunnels. With real nodes,
 # each real node joins the mesh (Kilo's annotations, the harness's agent in
 # its namespace), and a table of real pods' HTTP requests to a pod and to a
-# Service of every other member ends it (test/stack/meshpods).
+# Service of every other member follows (test/stack/meshpods); then the
+# mesh shares Services (docs/services.md), cluster-a exports hello, and the
+# other members' pods ask for hello.mesh-pods.svc.clusterset.local.
 #
 #   test/stack/demo.sh        (make demo)
 #   test/stack/demo-down.sh   (make demo-down) stops exactly what it started
@@ -129,6 +131,9 @@ if [ -n "$dataplane" ]; then
 fi
 if [ -n "$real_pods" ]; then
   "$STACK_DIR/bin/meshtool" pods || stack_log "some real pods do not reach another member (above)"
+  stack_log "docs/services.md: Services shared on the mesh in namespace mesh-pods; cluster-a exports hello"
+  stack_doc_run docs/services.md share >/dev/null
+  "$STACK_DIR/bin/meshtool" services || stack_log "some members do not reach the exported Service (above)"
 fi
 
 # The mesh as kubectl kilomesh shows it (docs/observability.md).
@@ -149,6 +154,7 @@ The demo runs in $STACK_DIR ($((SECONDS - started))s to get here). Try:
   .cache/bin/kubectl get clustermesh,nodeinventories,objects -n network
   .cache/bin/kubectl get pods -A -o wide          (with real nodes: Crossplane and the packages as pods)
   .cache/bin/kubectl get svc,endpoints -n mesh-pods  (with real nodes: hello, and Kilo's mirrors hello-<member>)
+  .cache/bin/kubectl --kubeconfig $STACK_DIR/cluster-b/kubeconfig get serviceimports,endpointslices -n mesh-pods  (with real nodes: hello, imported)
   .cache/bin/kubectl --kubeconfig $STACK_DIR/cluster-b/kubeconfig get peers
   .cache/bin/kubectl --kubeconfig $STACK_DIR/cluster-c/kubeconfig annotate node node-c1 --overwrite kilo.squat.ai/force-endpoint=192.0.2.99:51820
   STACK_DIR=$STACK_DIR $STACK_DIR/bin/meshtool show

@@ -112,6 +112,25 @@ func Deploy(ctx context.Context, clients map[string]client.Client) (*Pods, error
 	return p, nil
 }
 
+// HelloPods are the names of the hello pods of a member that have an
+// address and are not being deleted: those an answer may come from.
+func HelloPods(ctx context.Context, c client.Client) ([]string, error) {
+	pods := &corev1.PodList{}
+	if err := c.List(ctx, pods, client.InNamespace(Namespace), client.MatchingLabels{"app": "hello"}); err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, p := range pods.Items {
+		if p.DeletionTimestamp == nil && p.Status.PodIP != "" {
+			out = append(out, p.Name)
+		}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("no hello pod in %s", Namespace)
+	}
+	return out, nil
+}
+
 // Delete removes the check's namespace from every member of clients.
 func Delete(ctx context.Context, clients map[string]client.Client) error {
 	var errs []error

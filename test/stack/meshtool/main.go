@@ -30,12 +30,13 @@ import (
 type CLI struct {
 	StackDir string `default:".run/stack" env:"STACK_DIR" help:"Run folder of the stack."`
 
-	Seed   SeedCmd   `cmd:"" help:"Create the fixture Nodes (test/stack/fixture) in the member clusters, and write Kilo's annotations on their real nodes."`
-	Wait   WaitCmd   `cmd:"" help:"Wait until every member holds exactly the Peers the planner computes from its Nodes, and the ClusterMesh is Ready."`
-	Show   ShowCmd   `cmd:"" help:"Print the Peers of every member and the ClusterMesh's status."`
-	Agent  AgentCmd  `cmd:"" help:"Stand in for Kilo's agent on every Node of the members until stopped: a data plane of real WireGuard tunnels (test/dataplane) and Kilo's heartbeat."`
-	Matrix MatrixCmd `cmd:"" help:"Probe, through the running agent's data plane, which members' pods reach which."`
-	Pods   PodsCmd   `cmd:"" help:"Run pods on the members' real nodes and check that each reaches a pod and a Service of every other member across the mesh (test/stack/meshpods)."`
+	Seed     SeedCmd     `cmd:"" help:"Create the fixture Nodes (test/stack/fixture) in the member clusters, and write Kilo's annotations on their real nodes."`
+	Wait     WaitCmd     `cmd:"" help:"Wait until every member holds exactly the Peers the planner computes from its Nodes, and the ClusterMesh is Ready."`
+	Show     ShowCmd     `cmd:"" help:"Print the Peers of every member and the ClusterMesh's status."`
+	Agent    AgentCmd    `cmd:"" help:"Stand in for Kilo's agent on every Node of the members until stopped: a data plane of real WireGuard tunnels (test/dataplane) and Kilo's heartbeat."`
+	Matrix   MatrixCmd   `cmd:"" help:"Probe, through the running agent's data plane, which members' pods reach which."`
+	Pods     PodsCmd     `cmd:"" help:"Run pods on the members' real nodes and check that each reaches a pod and a Service of every other member across the mesh (test/stack/meshpods)."`
+	Services ServicesCmd `cmd:"" help:"Ask, from each member's probe pod, for a Service another member exports on the mesh, by its clusterset.local name (docs/services.md)."`
 }
 
 // SeedCmd seeds Nodes.

@@ -261,7 +261,7 @@ func testFailover(ctx context.Context, t *testing.T, mode, name string, first []
 			t.Errorf("cannot scale %s's hello back: %v", svcExporter, err)
 			return
 		}
-		waitFor(ctx, t, fmt.Sprintf("a ready hello pod in %s", svcExporter), func() error { return helloReady(ctx, svcExporter) })
+		waitFor(ctx, t, "a ready hello pod in "+svcExporter, func() error { return helloReady(ctx, svcExporter) })
 	})
 	inRow, failed, asked := 0, 0, 0
 	var lastFailed time.Duration // since the scale-down
@@ -362,4 +362,3 @@ func importsGone(ctx context.Context, ref meshRef, ns string) error {
 	}
 	return nil
 }
-

@@ -60,11 +60,11 @@ func TestInventoryCreationWrites(t *testing.T) {
 			if !ok || ev.Type != watch.Modified {
 				continue
 			}
-			var cs string
+			cs := make([]string, 0, len(ni.Status.Conditions))
 			for _, c := range ni.Status.Conditions {
-				cs += fmt.Sprintf(" %s=%s", c.Type, c.Status)
+				cs = append(cs, fmt.Sprintf("%s=%s", c.Type, c.Status))
 			}
-			writes = append(writes, fmt.Sprintf("finalizers %v, %d nodes, conditions%s", ni.Finalizers, ni.Status.AtProvider.NodeCount, cs))
+			writes = append(writes, fmt.Sprintf("finalizers %v, %d nodes, conditions %s", ni.Finalizers, ni.Status.AtProvider.NodeCount, strings.Join(cs, " ")))
 			if ni.Status.AtProvider.NodeCount != 1 || ni.GetCondition(xpv2.TypeReady).Status != corev1.ConditionTrue {
 				continue
 			}

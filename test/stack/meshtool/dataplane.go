@@ -134,6 +134,31 @@ type PodsCmd struct {
 	Timeout    time.Duration `default:"3m" help:"How long to wait for the pods."`
 }
 
+// realNodeClusters are the clusters of the stack with a real node, but
+// except.
+func realNodeClusters(env *stack.Env, except string) []string {
+	var out []string
+	for _, cl := range env.Clusters() {
+		if _, ok := env.RealNode(cl); ok && cl != except {
+			out = append(out, cl)
+		}
+	}
+	return out
+}
+
+// clientsOf returns a client of each cluster, as its admin.
+func clientsOf(env *stack.Env, clusters []string) (map[string]client.Client, error) {
+	clients := map[string]client.Client{}
+	for _, cl := range clusters {
+		c, err := env.Client(cl)
+		if err != nil {
+			return nil, err
+		}
+		clients[cl] = c
+	}
+	return clients, nil
+}
+
 // errPodsUnreached says that some real pods do not reach another member.
 var errPodsUnreached = errors.New("some real pods do not reach another member")
 
@@ -145,20 +170,14 @@ func (c *PodsCmd) Run(cli *CLI) error {
 	}
 	clusters := c.Clusters
 	if len(clusters) == 0 {
-		for _, cl := range env.Clusters() {
-			if _, ok := env.RealNode(cl); ok {
-				clusters = append(clusters, cl)
-			}
-		}
+		clusters = realNodeClusters(env, "")
 	}
 	if len(clusters) < 2 {
 		return errors.New("the check needs two clusters with a real node (STACK_REAL_NODES=1)")
 	}
-	clients := map[string]client.Client{}
-	for _, cl := range clusters {
-		if clients[cl], err = env.Client(cl); err != nil {
-			return err
-		}
+	clients, err := clientsOf(env, clusters)
+	if err != nil {
+		return err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), c.Timeout)
 	defer cancel()

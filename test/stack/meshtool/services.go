@@ -45,20 +45,14 @@ func (c *ServicesCmd) Run(cli *CLI) error {
 	}
 	importers := c.Importers
 	if len(importers) == 0 {
-		for _, cl := range env.Clusters() {
-			if _, ok := env.RealNode(cl); ok && cl != c.Exporter {
-				importers = append(importers, cl)
-			}
-		}
+		importers = realNodeClusters(env, c.Exporter)
 	}
 	if len(importers) == 0 {
 		return errors.New("no member with a real node to ask from (STACK_REAL_NODES=1)")
 	}
-	clients := map[string]client.Client{}
-	for _, cl := range append([]string{c.Exporter}, importers...) {
-		if clients[cl], err = env.Client(cl); err != nil {
-			return err
-		}
+	clients, err := clientsOf(env, append([]string{c.Exporter}, importers...))
+	if err != nil {
+		return err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), c.Timeout)
 	defer cancel()

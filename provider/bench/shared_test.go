@@ -72,39 +72,15 @@ func TestSharedPeerSet(t *testing.T) {
 	p := startProvider(t, env.KubeConfig)
 
 	// Every member's SegmentSet, as the function writes them: C x N Peers.
-	peer := func(c, i int) v1alpha1.DesiredPeer {
-		k := c*nodes + i
-		return v1alpha1.DesiredPeer{
-			Name:   fmt.Sprintf("mesh-cluster-%02d-node-%04d", c, i),
-			Labels: map[string]string{"kilomesh.io/source-cluster": fmt.Sprintf("cluster-%02d", c)},
-			Spec: v1alpha1.PeerSpec{
-				AllowedIPs:          []string{fmt.Sprintf("10.%d.%d.%d/28", 64+c, i/16, i%16*16), fmt.Sprintf("172.%d.%d.%d/32", 16+c, i/250, i%250+1), fmt.Sprintf("10.%d.%d.%d/32", 128+c, i/250, i%250+1)},
-				Endpoint:            &v1alpha1.PeerEndpoint{DNSOrIP: v1alpha1.DNSOrIP{IP: fmt.Sprintf("100.%d.%d.%d", 64+c, i/250, i%250+1)}, Port: 51820},
-				PersistentKeepalive: 25,
-				PublicKey:           key(k),
-			},
-		}
-	}
-	ps := &v1alpha1.PeerSet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "cluster-00"}}
-	ps.Spec.ProviderConfigReference = &xpv2.ProviderConfigReference{Kind: clients.KindProviderConfig, Name: "member"}
-	ps.Spec.ForProvider.Selector = map[string]string{"kilomesh.io/mesh": "mesh"}
-	for c := range clusters {
-		seg := &v1alpha1.SegmentSet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("mesh-cluster-%02d-segments-0", c)}}
-		for i := range nodes {
-			seg.Spec.Peers = append(seg.Spec.Peers, peer(c, i))
-		}
-		mustCreate(ctx, t, mgmt, seg)
-		if c > 0 {
-			ps.Spec.ForProvider.SegmentSetRefs = append(ps.Spec.ForProvider.SegmentSetRefs, v1alpha1.SegmentSetReference{Name: seg.Name})
-		}
-	}
+	segments(ctx, t, mgmt, ns, clusters, nodes)
+	ps := sharedPeerSet(ns, 0, "member", clusters)
 	want := (clusters - 1) * nodes
 	time.Sleep(5 * time.Second)
 	before, _ := rss(t, p.pid)
 
 	start := time.Now()
 	mustCreate(ctx, t, mgmt, ps)
-	waitApplied(t, mgmt, ns, want, func(*v1alpha1.PeerSet) bool { return true })
+	waitApplied(t, mgmt, ns, "cluster-00", want, func(*v1alpha1.PeerSet) bool { return true })
 	apply := time.Since(start)
 	t.Logf("PeerSet of a %d x %d mesh in the shared form: %d Peers from %d SegmentSets applied (status applied=%d, Ready) in %.1f s", clusters, nodes, want, clusters-1, want, apply.Seconds())
 
@@ -140,17 +116,17 @@ func TestSharedPeerSet(t *testing.T) {
 }
 
 // waitApplied waits until the PeerSet reports want Peers applied and Ready.
-func waitApplied(t *testing.T, c client.Client, ns string, want int, ok func(*v1alpha1.PeerSet) bool) {
+func waitApplied(t *testing.T, c client.Client, ns, name string, want int, ok func(*v1alpha1.PeerSet) bool) {
 	t.Helper()
 	deadline := time.Now().Add(15 * time.Minute)
 	for {
 		got := &v1alpha1.PeerSet{}
-		if err := c.Get(t.Context(), types.NamespacedName{Namespace: ns, Name: "cluster-00"}, got); err == nil &&
+		if err := c.Get(t.Context(), types.NamespacedName{Namespace: ns, Name: name}, got); err == nil &&
 			got.Status.AtProvider.Applied == want && got.GetCondition(xpv2.TypeReady).Status == corev1.ConditionTrue && ok(got) {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the PeerSet did not apply %d Peers in time", want)
+			t.Fatalf("PeerSet %s did not apply %d Peers in time", name, want)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
@@ -159,4 +135,99 @@ func waitApplied(t *testing.T, c client.Client, ns string, want int, ok func(*v1
 func getPeer(ctx context.Context, c client.Client, name string) (*kilov1alpha1.Peer, error) {
 	p := &kilov1alpha1.Peer{}
 	return p, c.Get(ctx, client.ObjectKey{Name: name}, p)
+}
+
+// segmentPeer is Peer i of cluster c of the bench's mesh.
+func segmentPeer(nodes, c, i int) v1alpha1.DesiredPeer {
+	return v1alpha1.DesiredPeer{
+		Name:   fmt.Sprintf("mesh-cluster-%02d-node-%04d", c, i),
+		Labels: map[string]string{"kilomesh.io/source-cluster": fmt.Sprintf("cluster-%02d", c)},
+		Spec: v1alpha1.PeerSpec{
+			AllowedIPs:          []string{fmt.Sprintf("10.%d.%d.%d/28", 64+c, i/16, i%16*16), fmt.Sprintf("172.%d.%d.%d/32", 16+c, i/250, i%250+1), fmt.Sprintf("10.%d.%d.%d/32", 128+c, i/250, i%250+1)},
+			Endpoint:            &v1alpha1.PeerEndpoint{DNSOrIP: v1alpha1.DNSOrIP{IP: fmt.Sprintf("100.%d.%d.%d", 64+c, i/250, i%250+1)}, Port: 51820},
+			PersistentKeepalive: 25,
+			PublicKey:           key(c*nodes + i),
+		},
+	}
+}
+
+// segments writes the SegmentSet of every cluster of the mesh, one each.
+func segments(ctx context.Context, t *testing.T, mgmt client.Client, ns string, clusters, nodes int) {
+	t.Helper()
+	for c := range clusters {
+		seg := &v1alpha1.SegmentSet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("mesh-cluster-%02d-segments-0", c)}}
+		for i := range nodes {
+			seg.Spec.Peers = append(seg.Spec.Peers, segmentPeer(nodes, c, i))
+		}
+		mustCreate(ctx, t, mgmt, seg)
+	}
+}
+
+// sharedPeerSet is the PeerSet of cluster target, delivered through the
+// ProviderConfig pc: a reference to the SegmentSet of every other cluster.
+func sharedPeerSet(ns string, target int, pc string, clusters int) *v1alpha1.PeerSet {
+	ps := &v1alpha1.PeerSet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("cluster-%02d", target)}}
+	ps.Spec.ProviderConfigReference = &xpv2.ProviderConfigReference{Kind: clients.KindProviderConfig, Name: pc}
+	ps.Spec.ForProvider.Selector = map[string]string{"kilomesh.io/mesh": "mesh"}
+	for c := range clusters {
+		if c != target {
+			ps.Spec.ForProvider.SegmentSetRefs = append(ps.Spec.ForProvider.SegmentSetRefs, v1alpha1.SegmentSetReference{Name: fmt.Sprintf("mesh-cluster-%02d-segments-0", c)})
+		}
+	}
+	return ps
+}
+
+// TestSharedMembers runs one provider for BENCH_MEMBERS members (default
+// every cluster) of the BENCH_SHARED mesh in the shared form, each a
+// kube-apiserver of its own that receives its PeerSet: (C-1) x N Peers
+// from the SegmentSets of the other members. It reports how long they take
+// to be applied in all, and the provider's memory before and after.
+//
+//	BENCH_SHARED=20x250 KUBEBUILDER_ASSETS=$PWD/.cache/bin go test -tags bench -count=1 -v -timeout 60m -run TestSharedMembers ./provider/bench/
+func TestSharedMembers(t *testing.T) {
+	if !testenv.Enabled() {
+		t.Skip(testenv.SkipMessage)
+	}
+	ctx := t.Context()
+	clusters, nodes := meshSize()
+	members := min(envInt("BENCH_MEMBERS", clusters), clusters)
+	env, cfg, err := testenv.ControlPlane()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Stop() })
+	s, err := pcontroller.NewScheme()
+	if err != nil {
+		t.Fatal(err)
+	}
+	mgmt, err := client.NewWithWatch(cfg, client.Options{Scheme: s})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns := "bench"
+	mustCreate(ctx, t, mgmt, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
+	for k := range members {
+		m := testenv.StartMember(t, testenv.MemberOptions{})
+		if err := testenv.ProviderConfig(ctx, mgmt, ns, fmt.Sprintf("member-%02d", k), m.Kubeconfig); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p := startProvider(t, env.KubeConfig)
+	segments(ctx, t, mgmt, ns, clusters, nodes)
+	time.Sleep(5 * time.Second)
+	before, _ := rss(t, p.pid)
+
+	want := (clusters - 1) * nodes
+	start := time.Now()
+	for k := range members {
+		mustCreate(ctx, t, mgmt, sharedPeerSet(ns, k, fmt.Sprintf("member-%02d", k), clusters))
+	}
+	for k := range members {
+		waitApplied(t, mgmt, ns, fmt.Sprintf("cluster-%02d", k), want, func(*v1alpha1.PeerSet) bool { return true })
+	}
+	took := time.Since(start)
+	time.Sleep(5 * time.Second)
+	after, peak := rss(t, p.pid)
+	t.Logf("one provider, %d members of a %d x %d mesh in the shared form: %d Peers each (%d in all) from %d SegmentSets applied, every PeerSet Ready, in %.1f s; provider RSS %.1f MiB with the SegmentSets cached, %.1f MiB (peak %.1f MiB) once every member's Peers are applied and watched",
+		members, clusters, nodes, want, members*want, clusters, took.Seconds(), before, after, peak)
 }

@@ -75,6 +75,11 @@ type Config struct {
 	// remote.DefaultTimeout.
 	Timeout time.Duration
 
+	// FirstListWait is how long the first observation of a new
+	// NodeInventory waits for its member's first lists. Defaults to
+	// remote.DefaultFirstListWait.
+	FirstListWait time.Duration
+
 	// WriteDeadline bounds the writes of one reconcile of a PeerSet, all
 	// together. Defaults to peerset.DefaultWriteDeadline.
 	WriteDeadline time.Duration
@@ -136,6 +141,9 @@ func NewManager(ctx context.Context, cfg *rest.Config, c Config) (ctrl.Manager, 
 	}
 	if c.Timeout > 0 {
 		ro = append(ro, remote.WithTimeout(c.Timeout))
+	}
+	if c.FirstListWait > 0 {
+		ro = append(ro, remote.WithFirstListWait(c.FirstListWait))
 	}
 	if c.Clock != nil {
 		ro = append(ro, remote.WithClock(c.Clock))

@@ -17,18 +17,26 @@ limitations under the License.
 package controller_test
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	xpv2 "github.com/crossplane/crossplane/apis/v2/core/v2"
 
+	"github.com/crossplane/crossplane-runtime/v2/pkg/logging"
+
 	"github.com/kilomesh/kilomesh/apis/kube/v1alpha1"
+	"github.com/kilomesh/kilomesh/provider/internal/clients"
+	pcontroller "github.com/kilomesh/kilomesh/provider/internal/controller"
 	"github.com/kilomesh/kilomesh/provider/internal/testenv"
 )
 
@@ -36,21 +44,68 @@ import (
 // publishes its member's Nodes: each is a watch event of every mesh that
 // composes or requires it, and Crossplane's circuit breaker charges two
 // tokens for each. A new inventory costs two: its finalizer, then one status
-// that holds the Nodes and every condition.
+// that holds the Nodes and every condition. The provider of the test waits
+// for the member's first lists far longer than the default second, so that
+// a loaded machine cannot make the count vary.
 func TestInventoryCreationWrites(t *testing.T) {
 	needAPIServers(t)
 	ctx := t.Context()
+	env, cfg, err := testenv.ControlPlane()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Stop() })
+	s, err := pcontroller.NewScheme()
+	if err != nil {
+		t.Fatal(err)
+	}
+	kube, err := client.NewWithWatch(cfg, client.Options{Scheme: s})
+	if err != nil {
+		t.Fatal(err)
+	}
 	m := testenv.StartMember(t, testenv.MemberOptions{})
-	ns := namespace(ctx, t)
-	providerConfig(ctx, t, ns, "member", m.Kubeconfig)
+	mctx, stop := context.WithCancel(context.Background())
+	mgr, _, err := pcontroller.NewManager(mctx, cfg, testConfig(logging.NewNopLogger(), 2, func(c *pcontroller.Config) {
+		c.FirstListWait = wait
+		// The provider of TestMain runs in this process too.
+		manager := c.Manager
+		c.Manager = func(o *ctrl.Options) {
+			manager(o)
+			o.Controller.SkipNameValidation = ptr.To(true)
+		}
+	}))
+	if err != nil {
+		stop()
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(mctx) }()
+	t.Cleanup(func() {
+		stop()
+		if err := <-done; err != nil {
+			t.Errorf("the provider stopped with an error: %v", err)
+		}
+	})
+	ns := "team"
+	if err := kube.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := testenv.ProviderConfig(ctx, kube, ns, "member", m.Kubeconfig); err != nil {
+		t.Fatal(err)
+	}
 	node(ctx, t, m.Admin, "node-a", nil, nil, []string{"10.1.1.0/24"}, nil, corev1.ConditionTrue)
 
-	w, err := cp.kube.Watch(ctx, &v1alpha1.NodeInventoryList{}, client.InNamespace(ns))
+	w, err := kube.Watch(ctx, &v1alpha1.NodeInventoryList{}, client.InNamespace(ns))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer w.Stop()
-	inventory(ctx, t, ns, "inv", "member", v1alpha1.NodeInventoryParameters{OwnedPeerLabels: map[string]string{"kilomesh.io/mesh": "m"}})
+	ni := &v1alpha1.NodeInventory{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "inv"}}
+	ni.Spec.ForProvider.OwnedPeerLabels = map[string]string{"kilomesh.io/mesh": "m"}
+	ni.Spec.ProviderConfigReference = ref(clients.KindProviderConfig, "member")
+	if err := kube.Create(ctx, ni); err != nil {
+		t.Fatal(err)
+	}
 	var writes []string
 	deadline := time.After(wait)
 	for {

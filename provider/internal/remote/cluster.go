@@ -237,7 +237,8 @@ func (c *Cluster) PeersIncomplete() string {
 // inventory then publishes its member at once, in one status write,
 // instead of a write that says nothing yet and another a moment later,
 // each a watch event of every mesh that uses it. A cluster that does not
-// answer costs the wait once: a watch that has an outcome returns at once.
+// answer costs a reconcile the wait only until its first list fails or
+// stalls: a watch that has an outcome returns at once.
 func (c *Cluster) AwaitFirstLists(ctx context.Context, d time.Duration) {
 	c.mu.Lock()
 	feeds := []*feed{c.nodes, c.peers}

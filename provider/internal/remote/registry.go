@@ -53,6 +53,11 @@ const DefaultCoalesce = 200 * time.Millisecond
 // one per change; a lone change still waits only the coalescing delay.
 const DefaultMaxGather = 2 * time.Second
 
+// DefaultFirstListWait is how long the first observation of a new user
+// waits for its cluster's first lists (Cluster.AwaitFirstLists): the lists
+// of a cluster that answers take a fraction of it.
+const DefaultFirstListWait = time.Second
+
 // A User is a managed resource that uses a cluster.
 type User struct {
 	// Kind of the managed resource, e.g. NodeInventory.
@@ -69,6 +74,7 @@ type Registry struct {
 	coalesce  time.Duration
 	maxGather time.Duration
 	timeout   time.Duration
+	firstList time.Duration
 	now       func() time.Time
 
 	mu       sync.Mutex
@@ -106,6 +112,16 @@ func WithTimeout(d time.Duration) RegistryOption {
 	return func(r *Registry) { r.timeout = d }
 }
 
+// WithFirstListWait sets how long the first observation of a new user
+// waits for its cluster's first lists.
+func WithFirstListWait(d time.Duration) RegistryOption {
+	return func(r *Registry) { r.firstList = d }
+}
+
+// FirstListWait is how long the first observation of a new user waits for
+// its cluster's first lists.
+func (r *Registry) FirstListWait() time.Duration { return r.firstList }
+
 // WithClock sets the clock that tells whether a node's heartbeat is stale.
 func WithClock(now func() time.Time) RegistryOption {
 	return func(r *Registry) { r.now = now }
@@ -124,6 +140,7 @@ func NewRegistry(ctx context.Context, o ...RegistryOption) *Registry {
 		coalesce:  DefaultCoalesce,
 		maxGather: DefaultMaxGather,
 		timeout:   DefaultTimeout,
+		firstList: DefaultFirstListWait,
 		pending:   map[User]*gathering{},
 		now:       time.Now,
 		clusters:  map[string]*Cluster{},
@@ -361,7 +378,7 @@ type ReleasingFinalizer struct {
 // requires the resource.
 func (f ReleasingFinalizer) AddFinalizer(ctx context.Context, obj resource.Object) error {
 	if meta.FinalizerExists(obj, managed.FinalizerName) {
-		return nil
+		return f.Finalizer.AddFinalizer(ctx, obj)
 	}
 	before, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
 	if err != nil {

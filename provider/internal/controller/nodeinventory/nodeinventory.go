@@ -142,6 +142,7 @@ func (c *connector) Connect(ctx context.Context, cr *v1alpha1.NodeInventory) (ma
 		wakeAfter: func(d time.Duration) {
 			c.registry.WakeAfter(u, d)
 		},
+		firstListWait: c.registry.FirstListWait(),
 	}, nil
 }
 
@@ -188,12 +189,6 @@ type Cluster interface {
 	AwaitFirstLists(ctx context.Context, d time.Duration)
 }
 
-// firstListWait is how long the first observation of a new inventory waits
-// for its cluster's first lists, so that its first status holds the
-// member's Nodes: the lists of a cluster that answers take a fraction of
-// it.
-const firstListWait = time.Second
-
 // An external observes one inventory's cluster through its shared watch.
 type external struct {
 	cluster Cluster
@@ -204,6 +199,10 @@ type external struct {
 	// wakeAfter observes the inventory again after a while: a node's
 	// heartbeat turns stale without any event.
 	wakeAfter func(d time.Duration)
+	// firstListWait is how long the first observation of a new inventory
+	// waits for its cluster's first lists, so that its first status holds
+	// the member's Nodes (remote.DefaultFirstListWait).
+	firstListWait time.Duration
 }
 
 // Observe publishes the cluster's Nodes (and foreign Peers) in the
@@ -234,7 +233,7 @@ func (e *external) observe(ctx context.Context, cr *v1alpha1.NodeInventory) (man
 		if len(cr.Spec.ForProvider.OwnedPeerLabels) > 0 {
 			_, _ = e.cluster.Peers(ctx) // starts the watch of Peers too
 		}
-		e.cluster.AwaitFirstLists(ctx, firstListWait)
+		e.cluster.AwaitFirstLists(ctx, e.firstListWait)
 		nodes, err = e.cluster.Nodes(ctx)
 	}
 	if errors.Is(err, remote.ErrPending) {

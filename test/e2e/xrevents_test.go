@@ -247,7 +247,7 @@ func tally(c map[string]int) (string, int) {
 }
 
 // fieldDiff names the fields of spec or status (three levels down) that
-// differ between two versions of an object, with the length of the lists
+// differ between two versions of an object, with the lengths of the lists
 // among them.
 func fieldDiff(field string, old, u *unstructured.Unstructured) string {
 	if old == nil {
@@ -274,9 +274,12 @@ func fieldDiff(field string, old, u *unstructured.Unstructured) string {
 			}
 			return
 		}
-		al, _ := a.([]any)
-		bl, _ := b.([]any)
-		out = append(out, fmt.Sprintf("%s (%d -> %d items)", path, len(al), len(bl)))
+		al, aList := a.([]any)
+		bl, bList := b.([]any)
+		if aList || bList {
+			path = fmt.Sprintf("%s (%d -> %d items)", path, len(al), len(bl))
+		}
+		out = append(out, path)
 	}
 	walk(field, old.Object[field], u.Object[field], 0)
 	sort.Strings(out)

@@ -108,19 +108,7 @@ func TestScale(t *testing.T) {
 	totalNodes := envInt("BENCH_NODES", 5000)
 	totalPeers := envInt("BENCH_PEERS", 2000)
 
-	env, cfg, err := testenv.ControlPlane()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = env.Stop() })
-	s, err := pcontroller.NewScheme()
-	if err != nil {
-		t.Fatal(err)
-	}
-	mgmt, err := client.NewWithWatch(cfg, client.Options{Scheme: s})
-	if err != nil {
-		t.Fatal(err)
-	}
+	kubeconfig, mgmt := controlPlane(t)
 	m := testenv.StartMember(t, testenv.MemberOptions{})
 	member := fastClient(t, m.AdminConfig)
 
@@ -130,7 +118,7 @@ func TestScale(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	p := startProvider(t, env.KubeConfig)
+	p := startProvider(t, kubeconfig)
 	res := Results{HeartbeatNodes: heartbeatNodes, Nodes: totalNodes, Peers: totalPeers}
 
 	// 1,000 Nodes, one inventory.
@@ -638,6 +626,26 @@ func (p provider) stop() {
 
 // startProvider builds provider-kilomesh and runs it as its own process, so
 // that its memory is its own.
+// controlPlane starts the bench's control plane, stopped when the test
+// ends, and returns its kubeconfig (for the provider) and an admin client.
+func controlPlane(t *testing.T) ([]byte, client.WithWatch) {
+	t.Helper()
+	env, cfg, err := testenv.ControlPlane()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Stop() })
+	s, err := pcontroller.NewScheme()
+	if err != nil {
+		t.Fatal(err)
+	}
+	mgmt, err := client.NewWithWatch(cfg, client.Options{Scheme: s})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return env.KubeConfig, mgmt
+}
+
 func startProvider(t *testing.T, kubeconfig []byte) provider {
 	t.Helper()
 	top, err := testenv.Top()

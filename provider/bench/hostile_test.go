@@ -36,7 +36,6 @@ import (
 
 	"github.com/kilomesh/kilomesh/apis/kube/v1alpha1"
 	"github.com/kilomesh/kilomesh/provider/internal/clients"
-	pcontroller "github.com/kilomesh/kilomesh/provider/internal/controller"
 	"github.com/kilomesh/kilomesh/provider/internal/testenv"
 	inv "github.com/kilomesh/kilomesh/provider/inventory"
 )
@@ -134,19 +133,7 @@ func TestHostileLabels(t *testing.T) {
 func watchMember(t *testing.T, count int, node func(i int) *corev1.Node, done func(ni *v1alpha1.NodeInventory) bool) (float64, float64, float64) {
 	t.Helper()
 	ctx := t.Context()
-	env, cfg, err := testenv.ControlPlane()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = env.Stop() })
-	s, err := pcontroller.NewScheme()
-	if err != nil {
-		t.Fatal(err)
-	}
-	mgmt, err := client.New(cfg, client.Options{Scheme: s})
-	if err != nil {
-		t.Fatal(err)
-	}
+	kubeconfig, mgmt := controlPlane(t)
 	m := testenv.StartMember(t, testenv.MemberOptions{})
 	createMadeNodes(ctx, t, fastClient(t, m.AdminConfig), count, node)
 	ns := "bench"
@@ -154,7 +141,7 @@ func watchMember(t *testing.T, count int, node func(i int) *corev1.Node, done fu
 	if err := testenv.ProviderConfig(ctx, mgmt, ns, "member", m.Kubeconfig); err != nil {
 		t.Fatal(err)
 	}
-	p := startProvider(t, env.KubeConfig)
+	p := startProvider(t, kubeconfig)
 	t.Cleanup(p.stop)
 	halves := map[string][]string{"half-a": {"pool-0", "pool-1", "pool-2", "pool-3", "pool-4"}, "half-b": {"pool-5", "pool-6", "pool-7", "pool-8", "pool-9"}}
 	for name, pools := range halves {

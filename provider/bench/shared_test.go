@@ -21,7 +21,6 @@ import (
 	kilov1alpha1 "github.com/kilomesh/kilomesh/apis/kilo/v1alpha1"
 	"github.com/kilomesh/kilomesh/apis/kube/v1alpha1"
 	"github.com/kilomesh/kilomesh/provider/internal/clients"
-	pcontroller "github.com/kilomesh/kilomesh/provider/internal/controller"
 	"github.com/kilomesh/kilomesh/provider/internal/testenv"
 )
 
@@ -50,26 +49,14 @@ func TestSharedPeerSet(t *testing.T) {
 	}
 	ctx := t.Context()
 	clusters, nodes := meshSize()
-	env, cfg, err := testenv.ControlPlane()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = env.Stop() })
-	s, err := pcontroller.NewScheme()
-	if err != nil {
-		t.Fatal(err)
-	}
-	mgmt, err := client.NewWithWatch(cfg, client.Options{Scheme: s})
-	if err != nil {
-		t.Fatal(err)
-	}
+	kubeconfig, mgmt := controlPlane(t)
 	m := testenv.StartMember(t, testenv.MemberOptions{})
 	ns := "bench"
 	mustCreate(ctx, t, mgmt, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
 	if err := testenv.ProviderConfig(ctx, mgmt, ns, "member", m.Kubeconfig); err != nil {
 		t.Fatal(err)
 	}
-	p := startProvider(t, env.KubeConfig)
+	p := startProvider(t, kubeconfig)
 
 	// Every member's SegmentSet, as the function writes them: C x N Peers.
 	segments(ctx, t, mgmt, ns, clusters, nodes)
@@ -191,19 +178,7 @@ func TestSharedMembers(t *testing.T) {
 	ctx := t.Context()
 	clusters, nodes := meshSize()
 	members := min(envInt("BENCH_MEMBERS", clusters), clusters)
-	env, cfg, err := testenv.ControlPlane()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = env.Stop() })
-	s, err := pcontroller.NewScheme()
-	if err != nil {
-		t.Fatal(err)
-	}
-	mgmt, err := client.NewWithWatch(cfg, client.Options{Scheme: s})
-	if err != nil {
-		t.Fatal(err)
-	}
+	kubeconfig, mgmt := controlPlane(t)
 	ns := "bench"
 	mustCreate(ctx, t, mgmt, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
 	for k := range members {
@@ -212,7 +187,7 @@ func TestSharedMembers(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	p := startProvider(t, env.KubeConfig)
+	p := startProvider(t, kubeconfig)
 	segments(ctx, t, mgmt, ns, clusters, nodes)
 	time.Sleep(5 * time.Second)
 	before, _ := rss(t, p.pid)

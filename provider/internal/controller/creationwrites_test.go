@@ -17,7 +17,6 @@ limitations under the License.
 package controller_test
 
 import (
-	"context"
 	"fmt"
 	"strings"
 	"testing"
@@ -26,13 +25,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/utils/ptr"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	xpv2 "github.com/crossplane/crossplane/apis/v2/core/v2"
-
-	"github.com/crossplane/crossplane-runtime/v2/pkg/logging"
 
 	"github.com/kilomesh/kilomesh/apis/kube/v1alpha1"
 	"github.com/kilomesh/kilomesh/provider/internal/clients"
@@ -50,42 +45,9 @@ import (
 func TestInventoryCreationWrites(t *testing.T) {
 	needAPIServers(t)
 	ctx := t.Context()
-	env, cfg, err := testenv.ControlPlane()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = env.Stop() })
-	s, err := pcontroller.NewScheme()
-	if err != nil {
-		t.Fatal(err)
-	}
-	kube, err := client.NewWithWatch(cfg, client.Options{Scheme: s})
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg, kube := ownControlPlane(t)
 	m := testenv.StartMember(t, testenv.MemberOptions{})
-	mctx, stop := context.WithCancel(context.Background())
-	mgr, _, err := pcontroller.NewManager(mctx, cfg, testConfig(logging.NewNopLogger(), 2, func(c *pcontroller.Config) {
-		c.FirstListWait = wait
-		// The provider of TestMain runs in this process too.
-		manager := c.Manager
-		c.Manager = func(o *ctrl.Options) {
-			manager(o)
-			o.Controller.SkipNameValidation = ptr.To(true)
-		}
-	}))
-	if err != nil {
-		stop()
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(mctx) }()
-	t.Cleanup(func() {
-		stop()
-		if err := <-done; err != nil {
-			t.Errorf("the provider stopped with an error: %v", err)
-		}
-	})
+	startOwnProvider(t, cfg, func(c *pcontroller.Config) { c.FirstListWait = wait })
 	ns := "team"
 	if err := kube.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
 		t.Fatal(err)

@@ -29,13 +29,9 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
-	"k8s.io/utils/ptr"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	xpv2 "github.com/crossplane/crossplane/apis/v2/core/v2"
-
-	"github.com/crossplane/crossplane-runtime/v2/pkg/logging"
 
 	"github.com/kilomesh/kilomesh/apis/kube/v1alpha1"
 	"github.com/kilomesh/kilomesh/provider/internal/clients"
@@ -52,19 +48,7 @@ import (
 func TestControlPlanePermissions(t *testing.T) {
 	needAPIServers(t)
 	ctx := t.Context()
-	env, cfg, err := testenv.ControlPlane()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = env.Stop() })
-	s, err := pcontroller.NewScheme()
-	if err != nil {
-		t.Fatal(err)
-	}
-	admin, err := client.New(cfg, client.Options{Scheme: s})
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg, admin := ownControlPlane(t)
 	top, err := testenv.Top()
 	if err != nil {
 		t.Fatal(err)
@@ -108,27 +92,7 @@ func TestControlPlanePermissions(t *testing.T) {
 	}
 	restricted := &rest.Config{Host: cfg.Host, BearerToken: token, TLSClientConfig: rest.TLSClientConfig{CAData: cfg.CAData}}
 
-	mctx, stop := context.WithCancel(context.Background())
-	mgr, reg, err := pcontroller.NewManager(mctx, restricted, testConfig(logging.NewNopLogger(), 2, func(c *pcontroller.Config) {
-		// The provider of TestMain runs in this process too.
-		manager := c.Manager
-		c.Manager = func(o *ctrl.Options) {
-			manager(o)
-			o.Controller.SkipNameValidation = ptr.To(true)
-		}
-	}))
-	if err != nil {
-		stop()
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(mctx) }()
-	t.Cleanup(func() {
-		stop()
-		if err := <-done; err != nil {
-			t.Errorf("the restricted provider stopped with an error: %v", err)
-		}
-	})
+	reg := startOwnProvider(t, restricted, func(*pcontroller.Config) {})
 
 	m := testenv.StartMember(t, testenv.MemberOptions{})
 	ns := "team"

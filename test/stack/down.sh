@@ -40,7 +40,7 @@ extra=()
 for f in "$STACK_DIR"/pids/*.pid; do
   [ -e "$f" ] || continue
   name=$(basename "$f" .pid)
-  printf '%s\n' "${order[@]}" | grep -qxF "$name" || extra+=("$name")
+  case " ${order[*]} " in *" $name "*) ;; *) extra+=("$name") ;; esac
 done
 [ ${#extra[@]} -eq 0 ] || stack_stop "${extra[@]}"
 # Everything but the first-started process (etcd) stops together, then etcd.

@@ -77,8 +77,10 @@ stack_alive() {
 # stack_owned PID: the process was started by stack_start for this STACK_DIR
 # (its environment carries the marker), so a reused PID is never touched.
 stack_owned() {
-  [ -r "/proc/$1/environ" ] &&
-    tr '\0' '\n' <"/proc/$1/environ" 2>/dev/null | grep -qxF "KILOMESH_STACK_DIR=$STACK_DIR"
+  # grep reads the file itself: a pipe into grep -q fails under pipefail
+  # whenever grep matches before the writer is done (SIGPIPE), which a
+  # large environment makes likely.
+  grep -qzxF "KILOMESH_STACK_DIR=$STACK_DIR" "/proc/$1/environ" 2>/dev/null
 }
 
 # stack_running NAME prints the PID of NAME if that process is alive and ours.

@@ -161,7 +161,7 @@ cmd_up() {
   cd=$nd/containerd
   ap_var=$(stack_var "$c" PORT)
   ap=${!ap_var}
-  if ip -o route show root "$POD_CIDR" | grep -q . || ip -o addr show to "$HOST_IP/30" | grep -q .; then
+  if [ -n "$(ip -o route show root "$POD_CIDR")$(ip -o addr show to "$HOST_IP/30")" ]; then
     stack_die "$POD_CIDR or $HOST_IP is in use on this machine (another run's real node?): one real-node stack per machine"
   fi
 
@@ -568,7 +568,7 @@ cmd_down() {
   done < <(awk -v d="$nd/" 'index($5, d) == 1 || $5 == substr(d, 1, length(d) - 1) { print $5 }' /proc/self/mountinfo | awk '{ print length, $0 }' | sort -rn | cut -d' ' -f2-)
   # The link, its host end, the host's route, the bridge, the node's nft
   # tables and its ip_forward all go with the network namespace.
-  if ip netns list | grep -qw "^$NODE_NETNS"; then
+  if [ -e "/run/netns/$NODE_NETNS" ]; then
     ip netns del "$NODE_NETNS"
   fi
   for i in $(seq 50); do
@@ -599,9 +599,9 @@ cmd_leftovers() {
     c=$(basename "$(dirname "$nd")")
     # shellcheck disable=SC1090
     . "$f"
-    if ip netns list | grep -qw "^$NODE_NETNS"; then echo "$c: network namespace $NODE_NETNS"; bad=1; fi
+    if [ -e "/run/netns/$NODE_NETNS" ]; then echo "$c: network namespace $NODE_NETNS"; bad=1; fi
     if ip link show "$HOST_VETH" >/dev/null 2>&1; then echo "$c: link $HOST_VETH"; bad=1; fi
-    if ip -o route show "$POD_CIDR" | grep -q .; then echo "$c: route to $POD_CIDR"; bad=1; fi
+    if [ -n "$(ip -o route show "$POD_CIDR")" ]; then echo "$c: route to $POD_CIDR"; bad=1; fi
     for h in /sys/fs/cgroup/*/; do
       if [ -d "$h${CGROOT#/}" ]; then echo "$c: cgroup $h${CGROOT#/}"; bad=1; fi
     done

@@ -2,6 +2,10 @@ package stack
 
 import (
 	"net/netip"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -50,5 +54,46 @@ func TestProcAddr(t *testing.T) {
 				t.Errorf("%s\nprocAddr(%q): -want +got:\n%s", tc.reason, tc.in, diff)
 			}
 		})
+	}
+}
+
+// TestStackOwned runs lib.sh's stack_owned, as down.sh does (set -euo
+// pipefail), against a process whose environment is large and carries the
+// marker first: the check must hold every time, or down.sh leaves the
+// process running.
+func TestStackOwned(t *testing.T) {
+	dir := t.TempDir()
+	other := t.TempDir()
+	start := func(marker string) int {
+		t.Helper()
+		cmd := exec.Command("sleep", "600")
+		// 100 KB after the marker: far more than one write of a pipe's writer.
+		cmd.Env = []string{"KILOMESH_STACK_DIR=" + marker, "BIG=" + strings.Repeat("a", 100_000)}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+		})
+		return cmd.Process.Pid
+	}
+	ours, prefix, foreign := start(dir), start(dir[:len(dir)-1]), start(other)
+	script := `set -euo pipefail
+. test/stack/lib.sh
+n=0
+for i in $(seq 200); do stack_owned "$1" && n=$((n+1)); done
+stack_owned "$2" && echo "prefix owned"
+stack_owned "$3" && echo "foreign owned"
+echo "$n"`
+	cmd := exec.Command("bash", "-c", script, "bash", strconv.Itoa(ours), strconv.Itoa(prefix), strconv.Itoa(foreign))
+	cmd.Dir = "../.."
+	cmd.Env = append(os.Environ(), "STACK_DIR="+dir)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	if got := strings.TrimSpace(string(out)); got != "200" {
+		t.Errorf("stack_owned on the stack's own process (large environment, marker first), 200 times, then a process of a prefix of its folder and one of another folder: want \"200\" (and neither of the others owned), got %q", got)
 	}
 }

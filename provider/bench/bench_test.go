@@ -30,6 +30,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -615,7 +616,9 @@ func waitNamedNodes(ctx context.Context, t *testing.T, c client.Client, ns, name
 type provider struct {
 	pid     int
 	metrics string
-	cmd     *exec.Cmd
+	// pprof is the address of the provider's /debug/pprof endpoints.
+	pprof string
+	cmd   *exec.Cmd
 }
 
 // stop ends the provider, by its own pid.
@@ -670,11 +673,17 @@ func startProvider(t *testing.T, kubeconfig []byte) provider {
 	}
 	metrics := l.Addr().String()
 	_ = l.Close()
+	l, err = (&net.ListenConfig{}).Listen(t.Context(), "tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pprof := l.Addr().String()
+	_ = l.Close()
 	log, err := os.Create(filepath.Join(dir, "provider.log"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(bin, "--poll=30s", "--metrics-bind-address="+metrics, "--health-probe-bind-address=0") //nolint:noctx // Stopped below, by its own pid only.
+	cmd := exec.Command(bin, "--poll=30s", "--metrics-bind-address="+metrics, "--health-probe-bind-address=0", "--pprof-bind-address="+pprof) //nolint:noctx // Stopped below, by its own pid only.
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+kc)
 	cmd.Stdout, cmd.Stderr = log, log
 	if err := cmd.Start(); err != nil {
@@ -688,7 +697,7 @@ func startProvider(t *testing.T, kubeconfig []byte) provider {
 			t.Logf("provider log:\n%s", tail(string(b), 4000))
 		}
 	})
-	return provider{pid: cmd.Process.Pid, metrics: metrics, cmd: cmd}
+	return provider{pid: cmd.Process.Pid, metrics: metrics, pprof: pprof, cmd: cmd}
 }
 
 func tail(s string, n int) string {
@@ -722,6 +731,39 @@ func rss(t *testing.T, pid int) (float64, float64) {
 		}
 	}
 	return now, peak
+}
+
+// saveHeap writes the provider's heap profile (after a GC) to
+// $BENCH_PPROF/NAME.heap when BENCH_PPROF names a folder; read it with
+// go tool pprof -sample_index=inuse_space.
+func saveHeap(t *testing.T, p provider, name string) {
+	dir := os.Getenv("BENCH_PPROF")
+	if dir == "" {
+		return
+	}
+	// Errorf, not Fatal: it may run on a goroutine of its own.
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, "http://"+p.pprof+"/debug/pprof/heap?gc=1", nil)
+	if err != nil {
+		t.Errorf("the provider's heap profile: %v", err)
+		return
+	}
+	rsp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Errorf("the provider's heap profile: %v", err)
+		return
+	}
+	defer rsp.Body.Close()
+	b, err := io.ReadAll(rsp.Body)
+	if err != nil || rsp.StatusCode != http.StatusOK {
+		t.Errorf("the provider's heap profile: %v (HTTP %d)", err, rsp.StatusCode)
+		return
+	}
+	f := filepath.Join(dir, name+".heap")
+	if err := os.WriteFile(f, b, 0o600); err != nil {
+		t.Errorf("the provider's heap profile: %v", err)
+		return
+	}
+	t.Logf("the provider's heap profile: %s", f)
 }
 
 // metric reads one unlabelled gauge from the provider's metrics endpoint.

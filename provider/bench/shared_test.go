@@ -193,6 +193,21 @@ func TestSharedMembers(t *testing.T) {
 	before, _ := rss(t, p.pid)
 
 	want := (clusters - 1) * nodes
+	// With BENCH_PPROF, heap profiles every 10 s while the Peers are
+	// applied show what the reconciles hold at once.
+	sampled := make(chan struct{})
+	sampling, stopSampling := context.WithCancel(ctx)
+	go func() {
+		defer close(sampled)
+		for i := 1; os.Getenv("BENCH_PPROF") != ""; i++ {
+			select {
+			case <-sampling.Done():
+				return
+			case <-time.After(10 * time.Second):
+			}
+			saveHeap(t, p, fmt.Sprintf("members-%dx%d-%d-applying-%02d", clusters, nodes, members, i))
+		}
+	}()
 	start := time.Now()
 	for k := range members {
 		mustCreate(ctx, t, mgmt, sharedPeerSet(ns, k, fmt.Sprintf("member-%02d", k), clusters))
@@ -201,8 +216,11 @@ func TestSharedMembers(t *testing.T) {
 		waitApplied(t, mgmt, ns, fmt.Sprintf("cluster-%02d", k), want, func(*v1alpha1.PeerSet) bool { return true })
 	}
 	took := time.Since(start)
+	stopSampling()
+	<-sampled
 	time.Sleep(5 * time.Second)
 	after, peak := rss(t, p.pid)
+	saveHeap(t, p, fmt.Sprintf("members-%dx%d-%d", clusters, nodes, members))
 	t.Logf("one provider, %d members of a %d x %d mesh in the shared form: %d Peers each (%d in all) from %d SegmentSets applied, every PeerSet Ready, in %.1f s; provider RSS %.1f MiB with the SegmentSets cached, %.1f MiB (peak %.1f MiB) once every member's Peers are applied and watched",
 		members, clusters, nodes, want, members*want, clusters, took.Seconds(), before, after, peak)
 }

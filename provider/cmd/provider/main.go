@@ -62,6 +62,7 @@ type CLI struct {
 	LeaderElection           bool   `env:"LEADER_ELECTION"           help:"Use leader election, for more than one replica."`
 	MetricsBindAddress       string `default:":8080" env:"METRICS_BIND_ADDRESS"      help:"Address of the Prometheus metrics endpoint; 0 disables it."`
 	HealthProbeBindAddress   string `default:":8081" env:"HEALTH_PROBE_BIND_ADDRESS" help:"Address of the /healthz and /readyz endpoints; 0 disables them."`
+	PprofBindAddress         string `default:"0"     env:"PPROF_BIND_ADDRESS"        help:"Address of Go's /debug/pprof endpoints, for profiling; 0 disables them (the default). Bind it to loopback: profiles show the process's memory."`
 	EnableManagementPolicies bool   `default:"true"  env:"ENABLE_MANAGEMENT_POLICIES" help:"Honour spec.managementPolicies."`
 }
 
@@ -117,6 +118,7 @@ func (c *CLI) Run() error {
 			mo.Cache.SyncPeriod = &c.Sync
 			mo.Metrics = metricsserver.Options{BindAddress: c.MetricsBindAddress}
 			mo.HealthProbeBindAddress = c.HealthProbeBindAddress
+			mo.PprofBindAddress = c.PprofBindAddress
 			mo.LeaderElection = c.LeaderElection
 			mo.LeaderElectionID = "crossplane-leader-election-provider-kilomesh"
 			mo.LeaderElectionResourceLock = resourcelock.LeasesResourceLock

@@ -26,8 +26,11 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -280,6 +283,26 @@ func SlimPeer(p *kilov1alpha1.Peer) *kilov1alpha1.Peer {
 	out.Spec.PresharedKey = Cut(s.PresharedKey, MaxKeyBytes)
 	out.Spec.PublicKey = Cut(s.PublicKey, MaxKeyBytes)
 	return out
+}
+
+// LabelsKey returns a string that equal label sets, and only they, share:
+// the pairs sorted by key, each key and value ended by a NUL, which no
+// label holds.
+func LabelsKey(l map[string]string) string {
+	keys := slices.Sorted(maps.Keys(l))
+	n := 0
+	for _, k := range keys {
+		n += len(k) + len(l[k]) + 2
+	}
+	var b strings.Builder
+	b.Grow(n)
+	for _, k := range keys {
+		b.WriteString(k)
+		b.WriteByte(0)
+		b.WriteString(l[k])
+		b.WriteByte(0)
+	}
+	return b.String()
 }
 
 // annotationCut marks an object kept without its labels, in the provider's

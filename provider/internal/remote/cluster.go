@@ -313,7 +313,7 @@ func (c *Cluster) nodeFeed() (*feed, error) {
 	return c.nodes, nil
 }
 
-// Peers returns the slimmed Peers of the cluster (see SlimPeer), starting
+// Peers returns the slimmed Peers of the cluster (see peerSlimmer), starting
 // the watch on first use. It returns ErrPeerCRDMissing when the cluster does
 // not serve Kilo's Peer, fails while the cluster cannot be reached, and
 // returns ErrPending until the watch has first listed them.
@@ -383,7 +383,7 @@ func (c *Cluster) peerFeed() (*feed, bool, error) {
 			},
 		},
 		obj:       &kilov1alpha1.Peer{},
-		transform: SlimPeer,
+		transform: peerSlimmer(),
 		limits: &Limits{
 			Items:    inventory.MaxPeers,
 			Bytes:    inventory.MaxPeerCacheBytes,

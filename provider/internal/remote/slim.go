@@ -17,6 +17,8 @@ limitations under the License.
 package remote
 
 import (
+	"maps"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -38,14 +40,55 @@ func SlimNode(obj any) (any, error) {
 	return inventory.Slim(n), nil
 }
 
-// SlimPeer keeps what the provider reads of a Peer (see inventory.SlimPeer).
-// It is idempotent, as a watch's transform must be.
-func SlimPeer(obj any) (any, error) {
-	p, ok := obj.(*kilov1alpha1.Peer)
-	if !ok {
-		return obj, nil
+// maxLabelSets bounds the distinct label sets a labelSets keeps. Reaching
+// it starts the table afresh: the objects stored so far keep their maps,
+// later ones share new ones.
+const maxLabelSets = 1024
+
+// labelSets lets the objects of one watch whose labels are equal share one
+// map. The Peers a mesh applies to a member carry the same few labels
+// (owner, mesh, source cluster): kept once per object, their maps and
+// strings were about half of what the provider keeps of a Peer. A watch's
+// objects are read, never changed, so sharing is safe.
+type labelSets struct {
+	mu   sync.Mutex
+	sets map[string]map[string]string
+}
+
+// share returns a map equal to l that other objects may hold too: l itself
+// is never shared, so nothing that holds it sees a change.
+func (s *labelSets) share(l map[string]string) map[string]string {
+	if len(l) == 0 {
+		return l
 	}
-	return inventory.SlimPeer(p), nil
+	key := inventory.LabelsKey(l)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if m, ok := s.sets[key]; ok {
+		return m
+	}
+	if s.sets == nil || len(s.sets) >= maxLabelSets {
+		s.sets = make(map[string]map[string]string)
+	}
+	m := maps.Clone(l)
+	s.sets[key] = m
+	return m
+}
+
+// peerSlimmer returns the transform of one watch of Peers: it keeps what
+// the provider reads of a Peer (see inventory.SlimPeer), and lets Peers of
+// equal labels share them. It is idempotent, as a watch's transform must be.
+func peerSlimmer() func(any) (any, error) {
+	sets := &labelSets{}
+	return func(obj any) (any, error) {
+		p, ok := obj.(*kilov1alpha1.Peer)
+		if !ok {
+			return obj, nil
+		}
+		out := inventory.SlimPeer(p)
+		out.Labels = sets.share(out.Labels)
+		return out, nil
+	}
 }
 
 // slimNode and slimPeer are SlimNode and SlimPeer for a guard.

@@ -17,6 +17,8 @@ limitations under the License.
 package remote
 
 import (
+	"reflect"
+	"strconv"
 	"testing"
 	"time"
 
@@ -178,5 +180,61 @@ func TestChanged(t *testing.T) {
 				t.Errorf("\n%s\nchanged(...): want %t, got %t", tc.reason, tc.want, got)
 			}
 		})
+	}
+}
+
+func TestPeerSlimmerSharesLabels(t *testing.T) {
+	slim := peerSlimmer()
+	peer := func(name string, labels map[string]string) *kilov1alpha1.Peer {
+		return &kilov1alpha1.Peer{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels, ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "m"}}},
+			Spec:       kilov1alpha1.PeerSpec{PublicKey: "k", AllowedIPs: []string{"10.0.0.1/32"}},
+		}
+	}
+	kept := func(p *kilov1alpha1.Peer) *kilov1alpha1.Peer {
+		t.Helper()
+		o, err := slim(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return o.(*kilov1alpha1.Peer)
+	}
+	same := func(a, b map[string]string) bool {
+		return reflect.ValueOf(a).UnsafePointer() == reflect.ValueOf(b).UnsafePointer()
+	}
+	inA := map[string]string{"kilomesh.io/mesh": "m", "kilomesh.io/source-cluster": "a"}
+	a := kept(peer("a", inA))
+	b := kept(peer("b", map[string]string{"kilomesh.io/source-cluster": "a", "kilomesh.io/mesh": "m"}))
+	c := kept(peer("c", map[string]string{"kilomesh.io/mesh": "m", "kilomesh.io/source-cluster": "b"}))
+	// Keys and values must not run together: "ab"="" is not "a"="b".
+	d := kept(peer("d", map[string]string{"kilomesh.io/mesh": "m", "kilomesh.io/source-cluster": "a", "x": ""}))
+	e := kept(peer("e", map[string]string{"kilomesh.io/mesh": "m", "kilomesh.io/source-cluster": "a\x00x"}))
+
+	if !same(a.Labels, b.Labels) {
+		t.Errorf("two Peers of equal labels keep a map each; want one shared")
+	}
+	if same(a.Labels, inA) {
+		t.Errorf("the kept labels are the object's own map; want a copy, that nothing else holds")
+	}
+	for name, p := range map[string]*kilov1alpha1.Peer{"c": c, "d": d, "e": e} {
+		if same(a.Labels, p.Labels) {
+			t.Errorf("Peer %s shares the labels of a, which differ: %v and %v", name, a.Labels, p.Labels)
+		}
+	}
+	if diff := cmp.Diff(map[string]string{"kilomesh.io/mesh": "m", "kilomesh.io/source-cluster": "a\x00x"}, e.Labels); diff != "" {
+		t.Errorf("labels kept: -want +got:\n%s", diff)
+	}
+	inA["kilomesh.io/mesh"] = "changed"
+	if a.Labels["kilomesh.io/mesh"] != "m" {
+		t.Errorf("changing the object's labels changed the kept Peer's")
+	}
+	if again := kept(a); !same(again.Labels, a.Labels) || cmp.Diff(a, again) != "" {
+		t.Errorf("slim of a kept Peer is not the same Peer: %s", cmp.Diff(a, again))
+	}
+	for i := range maxLabelSets + 1 {
+		kept(peer("x", map[string]string{"n": strconv.Itoa(i)}))
+	}
+	if a.Labels["kilomesh.io/source-cluster"] != "a" || len(a.Labels) != 2 {
+		t.Errorf("a Peer's labels changed when the table was started afresh: %v", a.Labels)
 	}
 }

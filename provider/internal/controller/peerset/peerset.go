@@ -371,6 +371,9 @@ func checkSize(params v1alpha1.PeerSetParameters) error {
 // it: those with its own controller (its mesh), or, for a set made by
 // hand, SegmentSets made by hand. Another mesh's SegmentSets, or one
 // written by hand under a name a mesh's PeerSet references, are refused.
+// The SegmentSets are the cache's own objects, not copies (see
+// controller.ManagerOptions): the Peers returned share their lists and
+// maps, which NewPlan only reads (TestNewPlan checks it).
 func (e *external) resolve(ctx context.Context, cr *v1alpha1.PeerSet) ([]v1alpha1.DesiredPeer, error) {
 	owner := metav1.GetControllerOf(cr)
 	return v1alpha1.ResolvePeers(&cr.Spec.ForProvider, func(name string) (*v1alpha1.SegmentSet, error) {

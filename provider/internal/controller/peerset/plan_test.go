@@ -18,6 +18,7 @@ package peerset
 
 import (
 	"fmt"
+	"reflect"
 	"strconv"
 	"strings"
 	"testing"
@@ -275,9 +276,22 @@ func TestNewPlan(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
+			// What NewPlan reads is the cache's own (the SegmentSets'
+			// Peers, the cluster's Peers): it must change none of it.
+			params := tc.args.params.DeepCopy()
+			actual := make([]*kilov1alpha1.Peer, len(tc.args.actual))
+			for i, a := range tc.args.actual {
+				actual[i] = a.DeepCopy()
+			}
 			got := summarise(NewPlan(tc.args.params, tc.args.actual, tc.args.incomplete))
 			if diff := cmp.Diff(tc.want, got, cmpopts.EquateEmpty()); diff != "" {
 				t.Errorf("\n%s\nNewPlan(...): -want, +got:\n%s", tc.reason, diff)
+			}
+			if diff := cmp.Diff(*params, tc.args.params); diff != "" {
+				t.Errorf("NewPlan(...) changed the desired Peers it read: -before, +after:\n%s", diff)
+			}
+			if diff := cmp.Diff(actual, tc.args.actual, cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("NewPlan(...) changed the cluster's Peers it read: -before, +after:\n%s", diff)
 			}
 		})
 	}
@@ -388,5 +402,29 @@ func TestRouteCheck(t *testing.T) {
 				t.Errorf("\n%s\nkeep(...): -want, +got:\n%s", tc.reason, diff)
 			}
 		})
+	}
+}
+
+func TestNewPlanSharesLabels(t *testing.T) {
+	a, b, c := want("a", keyA), want("b", keyB), want("c", keyC)
+	c.Labels = map[string]string{"own": "y"}
+	p := NewPlan(v1alpha1.PeerSetParameters{Selector: sel, Peers: []v1alpha1.DesiredPeer{a, b, c}}, nil, "")
+	if len(p.Apply) != 3 {
+		t.Fatalf("NewPlan(...): %d Peers to apply, want 3", len(p.Apply))
+	}
+	labels := func(i int) map[string]string { return p.Apply[i].Want.Labels }
+	same := func(x, y map[string]string) bool {
+		return reflect.ValueOf(x).UnsafePointer() == reflect.ValueOf(y).UnsafePointer()
+	}
+	if !same(labels(0), labels(1)) {
+		t.Errorf("Peers a and b of equal desired labels keep a map each; want one shared")
+	}
+	if same(labels(0), labels(2)) {
+		t.Errorf("Peers a and c share labels, which differ: %v and %v", labels(0), labels(2))
+	}
+	for i, wantLabels := range []map[string]string{{"own": "x", "mesh": "m1"}, {"own": "x", "mesh": "m1"}, {"own": "y", "mesh": "m1"}} {
+		if diff := cmp.Diff(wantLabels, labels(i)); diff != "" {
+			t.Errorf("labels of %s: -want +got:\n%s", p.Apply[i].Want.Name, diff)
+		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"slices"
 	"strings"
@@ -181,7 +182,118 @@ func testServices(ctx context.Context, t *testing.T, mode string, ref meshRef) {
 		mode, ns, svcName, svcExporter, ip, svcImporter, imported.Seconds(), name, resolved.Seconds(), svcImporter, strings.Join(answers, "\n  "))
 	t.Logf("import after %.1fs, resolvable after %.1fs; %s", imported.Seconds(), resolved.Seconds(), strings.Join(answers, "; "))
 
+	testHeadless(ctx, t, mode)
 	testFailover(ctx, t, mode, name, hello)
+}
+
+// svcHeadless is the headless Service of the exporter's hello pods that
+// testHeadless exports.
+const svcHeadless = "hello-headless"
+
+// testHeadless exports a headless Service of the exporter's hello pods.
+// From the importer's client pod, the import's name must resolve to every
+// ready hello pod of the exporter, and each pod's own name,
+// <address with dashes>.<cluster ID>.<svc>.<ns>.svc.clusterset.local, to
+// that pod alone, and reach it over HTTP on the pod's own port: a
+// headless import has no ClusterSet IP, so the request goes to the pod's
+// address, which only the mesh's WireGuard tunnels route. The export and
+// the Service are deleted at the end.
+func testHeadless(ctx context.Context, t *testing.T, mode string) {
+	ns := meshpods.Namespace
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: svcHeadless, Namespace: ns},
+		Spec: corev1.ServiceSpec{
+			ClusterIP: corev1.ClusterIPNone,
+			Selector:  map[string]string{"app": svcName},
+			Ports:     []corev1.ServicePort{{Name: "http", Port: 8080}},
+		},
+	}
+	if err := kube[svcExporter].Create(ctx, svc); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := client.IgnoreNotFound(kube[svcExporter].Delete(ctx, svc)); err != nil {
+			t.Error(err)
+		}
+	})
+	start := time.Now()
+	if err := kube[svcExporter].Create(ctx, mcsNamed("ServiceExport", ns, svcHeadless)); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := client.IgnoreNotFound(kube[svcExporter].Delete(ctx, mcsNamed("ServiceExport", ns, svcHeadless))); err != nil {
+			t.Error(err)
+		}
+	})
+	var cluster string
+	eventually(ctx, t, fmt.Sprintf("ServiceImport %s/%s of type Headless in %s, from %s alone", ns, svcHeadless, svcImporter, svcExporter), convergeTimeout, 100*time.Millisecond, func() (bool, error) {
+		si := mcsNamed("ServiceImport", ns, svcHeadless)
+		if err := kube[svcImporter].Get(ctx, client.ObjectKeyFromObject(si), si); err != nil {
+			return false, err
+		}
+		typ, _, _ := unstructured.NestedString(si.Object, "spec", "type")
+		clusters, _, _ := unstructured.NestedSlice(si.Object, "status", "clusters")
+		if typ != "Headless" || len(clusters) != 1 {
+			return false, fmt.Errorf("spec.type %q, status.clusters %v", typ, clusters)
+		}
+		c, _ := clusters[0].(map[string]any)
+		cluster, _ = c["cluster"].(string)
+		return cluster != "", fmt.Errorf("status.clusters %v", clusters)
+	})
+	imported := time.Since(start)
+
+	pods := &corev1.PodList{}
+	if err := kube[svcExporter].List(ctx, pods, client.InNamespace(ns), client.MatchingLabels{"app": svcName}); err != nil {
+		t.Fatal(err)
+	}
+	ips := map[string]string{} // the ready hello pods' addresses, to their names
+	for _, p := range pods.Items {
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue && p.Status.PodIP != "" {
+				ips[p.Status.PodIP] = p.Name
+			}
+		}
+	}
+	if len(ips) == 0 {
+		t.Fatalf("no ready hello pod in %s", svcExporter)
+	}
+	want := slices.Sorted(maps.Keys(ips))
+	whole := fmt.Sprintf("%s.%s.svc.clusterset.local", svcHeadless, ns)
+	resolve := func(name string, want []string) {
+		eventually(ctx, t, fmt.Sprintf("%s to resolve to %v in %s's client pod", name, want, svcImporter), convergeTimeout, 200*time.Millisecond, func() (bool, error) {
+			out, err := realPods.Ask(ctx, svcImporter, "/dns?name="+name+".")
+			if err != nil {
+				return false, err
+			}
+			got := strings.Fields(out)
+			slices.Sort(got)
+			return slices.Equal(got, want), fmt.Errorf("it resolves to %v", got)
+		})
+	}
+	resolve(whole, want)
+	resolved := time.Since(start)
+	dashes := strings.NewReplacer(".", "-", ":", "-")
+	var answers []string
+	for _, ip := range want {
+		host := dashes.Replace(ip) + "." + cluster + "." + whole
+		resolve(host, []string{ip})
+		u := "http://" + net.JoinHostPort(host, "8080") + "/"
+		var last string
+		eventually(ctx, t, fmt.Sprintf("GET %s from %s's client pod to be answered by pod %s of %s", u, svcImporter, ips[ip], svcExporter), convergeTimeout, time.Second, func() (bool, error) {
+			out, err := realPods.Ask(ctx, svcImporter, "/get?url="+u)
+			last = strings.TrimSpace(out)
+			if err != nil {
+				return false, err
+			}
+			status, body, _ := strings.Cut(last, "\n")
+			pod, _, _ := strings.Cut(strings.TrimPrefix(body, "hello from pod "), " ")
+			return status == "200" && pod == ips[ip], fmt.Errorf("answer %q", last)
+		})
+		answers = append(answers, fmt.Sprintf("GET %s: %s", u, strings.ReplaceAll(last, "\n", " ")))
+	}
+	report.notef("%s: Services across the mesh, headless: %s/%s exported by %s, a Headless ServiceImport (cluster ID %s) in %s %.1fs after the ServiceExport, %s resolvable there to the %d ready hello pods after %.1fs; each pod by its own name from %s's client pod:\n  %s",
+		mode, ns, svcHeadless, svcExporter, cluster, svcImporter, imported.Seconds(), whole, len(want), resolved.Seconds(), svcImporter, strings.Join(answers, "\n  "))
+	t.Logf("headless import after %.1fs, resolvable after %.1fs; %s", imported.Seconds(), resolved.Seconds(), strings.Join(answers, "; "))
 }
 
 // svcSecond exports the same Service as svcExporter in the failover part
@@ -301,10 +413,15 @@ func helloReady(ctx context.Context, c string) error {
 // mcsObject is the step's object of a kind of the Multi-Cluster Services
 // API, to create or read.
 func mcsObject(kind, ns string) *unstructured.Unstructured {
+	return mcsNamed(kind, ns, svcName)
+}
+
+// mcsNamed is mcsObject of another name.
+func mcsNamed(kind, ns, name string) *unstructured.Unstructured {
 	u := &unstructured.Unstructured{}
 	u.SetGroupVersionKind(mcsGV.WithKind(kind))
 	u.SetNamespace(ns)
-	u.SetName(svcName)
+	u.SetName(name)
 	return u
 }
 
@@ -340,13 +457,15 @@ func importsGone(ctx context.Context, ref meshRef, ns string) error {
 	}
 	ours := client.MatchingLabels{meshv1alpha1.LabelMeshNamespace: mesh.LabelValue(ref.ns), meshv1alpha1.LabelMesh: ref.name}
 	for _, c := range meshMembers {
-		si := mcsObject("ServiceImport", ns)
-		err := kube[c].Get(ctx, client.ObjectKeyFromObject(si), si)
-		if err == nil {
-			return fmt.Errorf("%s still holds ServiceImport %s/%s", c, ns, svcName)
-		}
-		if !kerrors.IsNotFound(err) {
-			return err
+		for _, name := range []string{svcName, svcHeadless} {
+			si := mcsNamed("ServiceImport", ns, name)
+			err := kube[c].Get(ctx, client.ObjectKeyFromObject(si), si)
+			if err == nil {
+				return fmt.Errorf("%s still holds ServiceImport %s/%s", c, ns, name)
+			}
+			if !kerrors.IsNotFound(err) {
+				return err
+			}
 		}
 		svcs := &corev1.ServiceList{}
 		if err := kube[c].List(ctx, svcs, client.InNamespace(ns), ours); err != nil {

@@ -147,6 +147,9 @@ type MemberOptions struct {
 	NoPeerCRD bool
 	// Services adds the CRDs of the Multi-Cluster Services API.
 	Services bool
+	// ServiceCIDR is the range of ClusterIPs; envtest's default,
+	// 10.0.0.0/24, holds 254 Services.
+	ServiceCIDR string
 }
 
 // StartMember starts a member cluster that lives until the test ends.
@@ -168,6 +171,9 @@ func StartMember(t testing.TB, o MemberOptions) *Member {
 			t.Fatal(err)
 		}
 		env.CRDDirectoryPaths = append(env.CRDDirectoryPaths, files...)
+	}
+	if o.ServiceCIDR != "" {
+		env.ControlPlane.GetAPIServer().Configure().Set("service-cluster-ip-range", o.ServiceCIDR)
 	}
 	cfg, err := env.Start()
 	if err != nil {

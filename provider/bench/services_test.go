@@ -89,7 +89,6 @@ func TestServicesAtScale(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer w.Stop()
 	writes := countSyncWrites(w)
 	var delays []time.Duration
 	for n := range churn {
@@ -98,15 +97,29 @@ func TestServicesAtScale(t *testing.T) {
 		i := n / 2 * 7 % services
 		delays = append(delays, changeEndpoint(t, exporter(i), members[(i+1)%count], i, n%2 == 1))
 	}
-	slices.Sort(delays)
-	pct := func(q float64) float64 { return delays[int(q*float64(len(delays)-1))].Seconds() }
+	// Whatever the changes wrote has landed after a while.
+	time.Sleep(2 * time.Second)
+	churnWrites := writes()
+	w.Stop()
+
+	// New exports, one after the other, each until the next member holds
+	// its import with endpoints.
+	var exports []time.Duration
+	for j := range envInt("BENCH_EXPORTS", 20) {
+		i := services + j
+		to := members[(i+1)%count]
+		start := time.Now()
+		exportAtScale(ctx, t, exporter(i), i, endpoints)
+		exports = append(exports, waitImport(t, to, i, start))
+	}
 	time.Sleep(2 * time.Second)
 	t.Logf("one provider, %d members, %d Services of %d endpoints each exported in turn by them to every other member: every member held every import %.1f s after the ServiceSyncs were created (%d ServiceImports in all, an exporter's own included); provider RSS %.1f MiB before, %.1f MiB (peak %.1f MiB) after",
 		count, services, endpoints, took.Seconds(), services*count, before, after, peak)
-	t.Logf("%d endpoint changes (one endpoint of one export turned not ready or ready), each seen in an importer's EndpointSlice: p50 %.2f s, p95 %.2f s, max %.2f s; ServiceSync writes in the control plane meanwhile: %d",
-		churn, pct(0.5), pct(0.95), pct(1), writes())
-	if n := writes(); n != 0 {
-		t.Errorf("endpoint changes wrote the control plane's ServiceSyncs %d times; want none: endpoints must not reach the mesh's XR", n)
+	t.Logf("%d endpoint changes (one endpoint of one export turned not ready or ready), each seen in an importer's EndpointSlice: %s; ServiceSync writes in the control plane meanwhile: %d",
+		churn, percentiles(delays), churnWrites)
+	t.Logf("%d new exports, one after the other, each held by an importer as a ServiceImport with its endpoints: %s", len(exports), percentiles(exports))
+	if churnWrites != 0 {
+		t.Errorf("endpoint changes wrote the control plane's ServiceSyncs %d times; want none: endpoints must not reach the mesh's XR", churnWrites)
 	}
 }
 
@@ -266,6 +279,36 @@ func changeEndpoint(t *testing.T, from, to *svcBenchMember, i int, ready bool) t
 	}
 	t.Fatalf("%s's EndpointSlice of %s did not show %s ready=%t within 2m", to.name, name, addr, ready)
 	return 0
+}
+
+// waitImport returns how long after start member m holds the import of
+// Service i, with its endpoints.
+func waitImport(t *testing.T, m *svcBenchMember, i int, start time.Time) time.Duration {
+	t.Helper()
+	ctx := t.Context()
+	name := svcName(i)
+	for time.Since(start) < 2*time.Minute {
+		si := &mcsv1beta1.ServiceImport{}
+		l := &discoveryv1.EndpointSliceList{}
+		if err := m.c.Get(ctx, client.ObjectKey{Namespace: "shop", Name: name}, si); err == nil {
+			if err := m.c.List(ctx, l, client.InNamespace("shop"), client.MatchingLabels{mcsv1beta1.LabelServiceName: name}, client.HasLabels{mcsv1beta1.LabelSourceCluster}); err == nil && len(l.Items) > 0 && len(l.Items[0].Endpoints) > 0 {
+				return time.Since(start)
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("%s holds no import of %s with endpoints 2m after its export", m.name, name)
+	return 0
+}
+
+// percentiles sorts ds and describes them: p50, p95 and max.
+func percentiles(ds []time.Duration) string {
+	if len(ds) == 0 {
+		return "no sample"
+	}
+	slices.Sort(ds)
+	at := func(q float64) float64 { return ds[int(q*float64(len(ds)-1))].Seconds() }
+	return fmt.Sprintf("p50 %.2f s, p95 %.2f s, max %.2f s (%d samples)", at(0.5), at(0.95), at(1), len(ds))
 }
 
 // readyIn reports whether slices hold addr as a ready endpoint.

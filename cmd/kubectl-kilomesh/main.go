@@ -54,6 +54,7 @@ type cli struct {
 	Graph    graphCmd    `cmd:"" help:"Draw a mesh: members, segments with their leaders and nodes, Peers with their routes, skipped nodes."`
 	Diagnose diagnoseCmd `cmd:"" help:"Check a mesh as an operator would, and say how to fix each finding."`
 	Peers    peersCmd    `cmd:"" help:"Print the Kilo Peers each member gets, from the output of crossplane composition render: those of Objects, and those of PeerSets with the SegmentSets they reference resolved."`
+	Imports  importsCmd  `cmd:"" help:"Print what each member imports, from the output of crossplane composition render: the members whose exported Services it takes, in which namespaces."`
 	Version  versionCmd  `cmd:"" help:"Print the version."`
 }
 

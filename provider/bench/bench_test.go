@@ -733,37 +733,67 @@ func rss(t *testing.T, pid int) (float64, float64) {
 	return now, peak
 }
 
+// cpuSeconds returns the CPU time, user and system, that process pid has
+// used so far (/proc/PID/stat; USER_HZ is 100 on Linux).
+func cpuSeconds(t *testing.T, pid int) float64 {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The fields after the command, which is in parentheses: state is the
+	// first, utime the 12th and stime the 13th.
+	_, rest, _ := strings.Cut(string(b), ") ")
+	f := strings.Fields(rest)
+	if len(f) < 13 {
+		t.Fatalf("/proc/%d/stat: %q", pid, b)
+	}
+	user, _ := strconv.ParseFloat(f[11], 64)
+	sys, _ := strconv.ParseFloat(f[12], 64)
+	return (user + sys) / 100
+}
+
 // saveHeap writes the provider's heap profile (after a GC) to
 // $BENCH_PPROF/NAME.heap when BENCH_PPROF names a folder; read it with
 // go tool pprof -sample_index=inuse_space.
 func saveHeap(t *testing.T, p provider, name string) {
+	saveProfile(t, p, "heap?gc=1", name+".heap")
+}
+
+// saveCPU writes a CPU profile of the provider's next d to
+// $BENCH_PPROF/NAME.cpu when BENCH_PPROF names a folder.
+func saveCPU(t *testing.T, p provider, name string, d time.Duration) {
+	saveProfile(t, p, fmt.Sprintf("profile?seconds=%d", int(d.Seconds())), name+".cpu")
+}
+
+func saveProfile(t *testing.T, p provider, query, file string) {
 	dir := os.Getenv("BENCH_PPROF")
 	if dir == "" {
 		return
 	}
 	// Errorf, not Fatal: it may run on a goroutine of its own.
-	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, "http://"+p.pprof+"/debug/pprof/heap?gc=1", nil)
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, "http://"+p.pprof+"/debug/pprof/"+query, nil)
 	if err != nil {
-		t.Errorf("the provider's heap profile: %v", err)
+		t.Errorf("the provider's profile: %v", err)
 		return
 	}
 	rsp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		t.Errorf("the provider's heap profile: %v", err)
+		t.Errorf("the provider's profile: %v", err)
 		return
 	}
 	defer rsp.Body.Close()
 	b, err := io.ReadAll(rsp.Body)
 	if err != nil || rsp.StatusCode != http.StatusOK {
-		t.Errorf("the provider's heap profile: %v (HTTP %d)", err, rsp.StatusCode)
+		t.Errorf("the provider's profile: %v (HTTP %d)", err, rsp.StatusCode)
 		return
 	}
-	f := filepath.Join(dir, name+".heap")
+	f := filepath.Join(dir, file)
 	if err := os.WriteFile(f, b, 0o600); err != nil {
-		t.Errorf("the provider's heap profile: %v", err)
+		t.Errorf("the provider's profile: %v", err)
 		return
 	}
-	t.Logf("the provider's heap profile: %s", f)
+	t.Logf("the provider's profile: %s", f)
 }
 
 // metric reads one unlabelled gauge from the provider's metrics endpoint.

@@ -70,6 +70,7 @@ func TestServicesAtScale(t *testing.T) {
 	p := startProvider(t, kubeconfig)
 	time.Sleep(5 * time.Second)
 	before, _ := rss(t, p.pid)
+	cpu := cpuSeconds(t, p.pid)
 
 	start := time.Now()
 	for _, m := range members {
@@ -83,6 +84,7 @@ func TestServicesAtScale(t *testing.T) {
 	took := time.Since(start)
 	time.Sleep(5 * time.Second)
 	after, peak := rss(t, p.pid)
+	syncCPU := cpuSeconds(t, p.pid) - cpu
 
 	// Every write to a ServiceSync is a watch event of its mesh's XR.
 	w, err := mgmt.Watch(ctx, &v1alpha1.ServiceSyncList{}, client.InNamespace(ns))
@@ -90,6 +92,13 @@ func TestServicesAtScale(t *testing.T) {
 		t.Fatal(err)
 	}
 	writes := countSyncWrites(w)
+	cpu = cpuSeconds(t, p.pid)
+	churnStart := time.Now()
+	profiled := make(chan struct{})
+	go func() {
+		defer close(profiled)
+		saveCPU(t, p, fmt.Sprintf("services-%dx%d-%d-churn", services, endpoints, count), 10*time.Second)
+	}()
 	var delays []time.Duration
 	for n := range churn {
 		// An endpoint turns not ready, then ready again, then the next
@@ -101,6 +110,8 @@ func TestServicesAtScale(t *testing.T) {
 	time.Sleep(2 * time.Second)
 	churnWrites := writes()
 	w.Stop()
+	churnCPU, churnWall := cpuSeconds(t, p.pid)-cpu, time.Since(churnStart)
+	<-profiled
 
 	// New exports, one after the other, each until the next member holds
 	// its import with endpoints.
@@ -113,10 +124,10 @@ func TestServicesAtScale(t *testing.T) {
 		exports = append(exports, waitImport(t, to, i, start))
 	}
 	time.Sleep(2 * time.Second)
-	t.Logf("one provider, %d members, %d Services of %d endpoints each exported in turn by them to every other member: every member held every import %.1f s after the ServiceSyncs were created (%d ServiceImports in all, an exporter's own included); provider RSS %.1f MiB before, %.1f MiB (peak %.1f MiB) after",
-		count, services, endpoints, took.Seconds(), services*count, before, after, peak)
-	t.Logf("%d endpoint changes (one endpoint of one export turned not ready or ready), each seen in an importer's EndpointSlice: %s; ServiceSync writes in the control plane meanwhile: %d",
-		churn, percentiles(delays), churnWrites)
+	t.Logf("one provider, %d members, %d Services of %d endpoints each exported in turn by them to every other member: every member held every import %.1f s after the ServiceSyncs were created (%d ServiceImports in all, an exporter's own included), for %.1f s of the provider's CPU; provider RSS %.1f MiB before, %.1f MiB (peak %.1f MiB) after",
+		count, services, endpoints, took.Seconds(), services*count, syncCPU, before, after, peak)
+	t.Logf("%d endpoint changes (one endpoint of one export turned not ready or ready), each seen in an importer's EndpointSlice: %s; the provider's CPU meanwhile %.1f s in %.1f s (%.0f%% of a core); ServiceSync writes in the control plane meanwhile: %d",
+		churn, percentiles(delays), churnCPU, churnWall.Seconds(), 100*churnCPU/churnWall.Seconds(), churnWrites)
 	t.Logf("%d new exports, one after the other, each held by an importer as a ServiceImport with its endpoints: %s", len(exports), percentiles(exports))
 	if churnWrites != 0 {
 		t.Errorf("endpoint changes wrote the control plane's ServiceSyncs %d times; want none: endpoints must not reach the mesh's XR", churnWrites)

@@ -756,28 +756,31 @@ func cpuSeconds(t *testing.T, pid int) float64 {
 // saveHeap writes the provider's heap profile (after a GC) to
 // $BENCH_PPROF/NAME.heap when BENCH_PPROF names a folder; read it with
 // go tool pprof -sample_index=inuse_space.
-func saveHeap(t *testing.T, p provider, name string) {
-	saveProfile(t, p, "heap?gc=1", name+".heap")
+func saveHeap(ctx context.Context, t *testing.T, p provider, name string) {
+	saveProfile(ctx, t, p, "heap?gc=1", name+".heap")
 }
 
 // saveCPU writes a CPU profile of the provider's next d to
 // $BENCH_PPROF/NAME.cpu when BENCH_PPROF names a folder.
-func saveCPU(t *testing.T, p provider, name string, d time.Duration) {
-	saveProfile(t, p, fmt.Sprintf("profile?seconds=%d", int(d.Seconds())), name+".cpu")
+func saveCPU(ctx context.Context, t *testing.T, p provider, name string, d time.Duration) {
+	saveProfile(ctx, t, p, fmt.Sprintf("profile?seconds=%d", int(d.Seconds())), name+".cpu")
 }
 
-func saveProfile(t *testing.T, p provider, query, file string) {
+func saveProfile(ctx context.Context, t *testing.T, p provider, query, file string) {
 	dir := os.Getenv("BENCH_PPROF")
 	if dir == "" {
 		return
 	}
 	// Errorf, not Fatal: it may run on a goroutine of its own.
-	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, "http://"+p.pprof+"/debug/pprof/"+query, nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+p.pprof+"/debug/pprof/"+query, nil)
 	if err != nil {
 		t.Errorf("the provider's profile: %v", err)
 		return
 	}
 	rsp, err := http.DefaultClient.Do(req)
+	if ctx.Err() != nil {
+		return // no longer wanted
+	}
 	if err != nil {
 		t.Errorf("the provider's profile: %v", err)
 		return

@@ -97,7 +97,7 @@ func TestServicesAtScale(t *testing.T) {
 	profiled := make(chan struct{})
 	go func() {
 		defer close(profiled)
-		saveCPU(t, p, fmt.Sprintf("services-%dx%d-%d-churn", services, endpoints, count), 10*time.Second)
+		saveCPU(ctx, t, p, fmt.Sprintf("services-%dx%d-%d-churn", services, endpoints, count), 10*time.Second)
 	}()
 	var delays []time.Duration
 	for n := range churn {

@@ -205,7 +205,7 @@ func TestSharedMembers(t *testing.T) {
 				return
 			case <-time.After(10 * time.Second):
 			}
-			saveHeap(t, p, fmt.Sprintf("members-%dx%d-%d-applying-%02d", clusters, nodes, members, i))
+			saveHeap(sampling, t, p, fmt.Sprintf("members-%dx%d-%d-applying-%02d", clusters, nodes, members, i))
 		}
 	}()
 	start := time.Now()
@@ -220,7 +220,7 @@ func TestSharedMembers(t *testing.T) {
 	<-sampled
 	time.Sleep(5 * time.Second)
 	after, peak := rss(t, p.pid)
-	saveHeap(t, p, fmt.Sprintf("members-%dx%d-%d", clusters, nodes, members))
+	saveHeap(ctx, t, p, fmt.Sprintf("members-%dx%d-%d", clusters, nodes, members))
 	t.Logf("one provider, %d members of a %d x %d mesh in the shared form: %d Peers each (%d in all) from %d SegmentSets applied, every PeerSet Ready, in %.1f s; provider RSS %.1f MiB with the SegmentSets cached, %.1f MiB (peak %.1f MiB) once every member's Peers are applied and watched",
 		members, clusters, nodes, want, members*want, clusters, took.Seconds(), before, after, peak)
 }

@@ -66,7 +66,7 @@ func TestStackOwned(t *testing.T) {
 	other := t.TempDir()
 	start := func(marker string) int {
 		t.Helper()
-		cmd := exec.Command("sleep", "600")
+		cmd := exec.CommandContext(t.Context(), "sleep", "600")
 		// 100 KB after the marker: far more than one write of a pipe's writer.
 		cmd.Env = []string{"KILOMESH_STACK_DIR=" + marker, "BIG=" + strings.Repeat("a", 100_000)}
 		if err := cmd.Start(); err != nil {
@@ -86,7 +86,7 @@ for i in $(seq 200); do stack_owned "$1" && n=$((n+1)); done
 stack_owned "$2" && echo "prefix owned"
 stack_owned "$3" && echo "foreign owned"
 echo "$n"`
-	cmd := exec.Command("bash", "-c", script, "bash", strconv.Itoa(ours), strconv.Itoa(prefix), strconv.Itoa(foreign))
+	cmd := exec.CommandContext(t.Context(), "bash", "-c", script, "bash", strconv.Itoa(ours), strconv.Itoa(prefix), strconv.Itoa(foreign))
 	cmd.Dir = "../.."
 	cmd.Env = append(os.Environ(), "STACK_DIR="+dir)
 	out, err := cmd.CombinedOutput()

@@ -787,6 +787,9 @@ func saveProfile(ctx context.Context, t *testing.T, p provider, query, file stri
 	}
 	defer rsp.Body.Close()
 	b, err := io.ReadAll(rsp.Body)
+	if ctx.Err() != nil {
+		return
+	}
 	if err != nil || rsp.StatusCode != http.StatusOK {
 		t.Errorf("the provider's profile: %v (HTTP %d)", err, rsp.StatusCode)
 		return

@@ -4,16 +4,21 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	rbacv1 "k8s.io/api/rbac/v1"
 	kerrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
 	"github.com/kilomesh/kilomesh/test/internal/yamldocs"
@@ -43,9 +48,38 @@ func testInstallPaths(ctx context.Context, t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if out, err := helm(ctx, "uninstall", "crossplane", "--namespace", crossplaneNamespace(), "--wait", "--timeout", "120s"); err != nil {
+	release, err := releaseObjects(ctx, crossplaneNamespace())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, err := helm(ctx, "uninstall", "crossplane", "--namespace", crossplaneNamespace(), "--timeout", "120s"); err != nil {
 		t.Fatalf("helm uninstall crossplane: %v\n%s", err, out)
 	}
+	// What Helm deleted, the clusterrole-aggregation controller may have
+	// created again: docs/install.md's block deletes it, as users do.
+	recreated := map[string]bool{}
+	waitFor(ctx, t, fmt.Sprintf("the %d objects of Crossplane's release to be gone", len(release)), func() error {
+		names, err := aggregationOnly(ctx)
+		if err != nil {
+			return err
+		}
+		for _, n := range names {
+			recreated[n] = true
+		}
+		if err := script(ctx, "doc.sh", "docs/install.md", "crossplane-leftovers"); err != nil {
+			return err
+		}
+		for _, o := range release {
+			err := mgmt.Get(ctx, client.ObjectKeyFromObject(o), o.DeepCopy())
+			if err == nil {
+				return fmt.Errorf("%s %s is still there", o.GetKind(), o.GetName())
+			}
+			if !kerrors.IsNotFound(err) {
+				return err
+			}
+		}
+		return nil
+	})
 	// The mirror's ImageConfigs of the first install go: the docs' block
 	// makes them again.
 	for _, name := range []string{"kilomesh-mirror", "provider-kilomesh-runtime-mirror"} {
@@ -64,6 +98,8 @@ func testInstallPaths(ctx context.Context, t *testing.T) {
 	xpNamespace = otherNamespace
 	xpMetrics.refresh(ctx)
 	moved := time.Since(start)
+	left := slices.Sorted(maps.Keys(recreated))
+	t.Logf("ClusterRoles the aggregation controller created again as Helm deleted them, deleted by docs/install.md's block: %v", left)
 
 	// provider-kubernetes as provider-kubernetes, from another registry:
 	// the stack's, under another path, named xpkg.upbound.io.
@@ -160,8 +196,64 @@ spec:
 	}
 	took := waitConverged(ctx, t, ref, convergeTimeout)
 	waitCondition(ctx, t, ref, "Ready", "True", convergeTimeout)
+	report.notef("install paths: ClusterRoles created again by the aggregation controller as Helm deleted them, deleted by docs/install.md's crossplane-leftovers block: %d %v", len(left), left)
 	report.notef("install paths: Crossplane moved to %s by its chart in %.1fs; provider-kubernetes from another registry under another name, then kilomesh through a mirror without dependency resolution: installed after %.1fs; a mesh of cluster-a and cluster-b converged %.1fs after it was created",
 		otherNamespace, moved.Seconds(), installed.Seconds(), took.Seconds())
+}
+
+// aggregationOnly returns the Crossplane ClusterRoles that only
+// kube-controller-manager's clusterrole-aggregation controller wrote: what
+// docs/install.md's crossplane-leftovers block deletes.
+func aggregationOnly(ctx context.Context) ([]string, error) {
+	l := &rbacv1.ClusterRoleList{}
+	if err := mgmt.List(ctx, l); err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, r := range l.Items {
+		if !strings.HasPrefix(r.Name, "crossplane") || len(r.ManagedFields) == 0 {
+			continue
+		}
+		only := true
+		for _, m := range r.ManagedFields {
+			only = only && m.Manager == "clusterrole-aggregation-controller"
+		}
+		if only {
+			out = append(out, r.Name)
+		}
+	}
+	return out, nil
+}
+
+// releaseObjects returns the objects of the crossplane Helm release in ns,
+// as its manifest names them.
+func releaseObjects(ctx context.Context, ns string) ([]*unstructured.Unstructured, error) {
+	out, err := helm(ctx, "get", "manifest", "crossplane", "--namespace", ns)
+	if err != nil {
+		return nil, fmt.Errorf("helm get manifest crossplane: %w\n%s", err, out)
+	}
+	docs, err := yamldocs.Split([]byte(out))
+	if err != nil {
+		return nil, err
+	}
+	var objs []*unstructured.Unstructured
+	for _, d := range docs {
+		u := &unstructured.Unstructured{}
+		if err := yaml.Unmarshal(d, &u.Object); err != nil {
+			return nil, err
+		}
+		if u.GetKind() == "" {
+			continue
+		}
+		if u.GetNamespace() == "" && u.GetKind() != "ClusterRole" && u.GetKind() != "ClusterRoleBinding" {
+			u.SetNamespace(ns)
+		}
+		objs = append(objs, u)
+	}
+	if len(objs) == 0 {
+		return nil, errors.New("the release's manifest names no object")
+	}
+	return objs, nil
 }
 
 // crossplaneChart is the Helm chart of the Crossplane the stack runs, from

@@ -97,15 +97,7 @@ func testUpgradeAndUninstall(t *testing.T) {
 	t.Run("packages run as their ServiceAccounts after the upgrade", func(t *testing.T) { testIdentities(ctx, t, toVersion()) })
 	t.Run("a changed config takes effect at once", func(t *testing.T) { testConfigFollowed(ctx, t, meshes[0]) })
 	t.Run("uninstall", func(t *testing.T) { testUninstall(ctx, t) })
-	t.Run("install paths", func(t *testing.T) {
-		// helm uninstall crossplane times out on the real-node stack
-		// ("context deadline exceeded"): the install paths run with
-		// E2E_INSTALL_PATHS=1 until that is fixed.
-		if os.Getenv("E2E_INSTALL_PATHS") != "1" {
-			t.Skip("BUG: helm uninstall crossplane times out on the real-node stack; E2E_INSTALL_PATHS=1 runs the install paths")
-		}
-		testInstallPaths(ctx, t)
-	})
+	t.Run("install paths", func(t *testing.T) { testInstallPaths(ctx, t) })
 	t.Run("no credentials in status, events or logs", func(t *testing.T) { checkNoCredentials(ctx, t) })
 }
 

@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"io"
-	"os"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -13,7 +12,6 @@ import (
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
 
 	kubev1alpha1 "github.com/kilomesh/kilomesh/apis/kube/v1alpha1"
-	"github.com/kilomesh/kilomesh/internal/plugin/rendered"
 )
 
 const (
@@ -33,19 +31,7 @@ type importsCmd struct {
 
 // Run prints a table per member of the rendered ServiceSyncs.
 func (c *importsCmd) Run(e *env) error {
-	in := e.stdin
-	if in == nil {
-		in = os.Stdin
-	}
-	if c.Filename != "-" {
-		f, err := os.Open(c.Filename)
-		if err != nil {
-			return errors.Wrapf(err, errFmtOpen, c.Filename)
-		}
-		defer f.Close()
-		in = f
-	}
-	docs, err := rendered.Read(in)
+	docs, err := readRendered(e, c.Filename)
 	if err != nil {
 		return err
 	}

@@ -1,22 +1,13 @@
 package main
 
 import (
-	"context"
-	"strings"
 	"testing"
 )
 
 // TestImports prints what each member of a rendered mesh imports. It reads
 // files only: no API server.
 func TestImports(t *testing.T) {
-	cases := map[string]struct {
-		reason string
-		args   []string
-		stdin  string
-		golden string
-		code   int
-		stderr string
-	}{
+	cases := map[string]renderedCase{
 		"EveryMember": {
 			reason: "Each member's ServiceSync gives the members it imports from, their cluster IDs and where their endpoints may lie, and the shared namespaces.",
 			args:   []string{"imports", "-f", "../../examples/render/shared-services/expected.yaml"},
@@ -47,20 +38,5 @@ func TestImports(t *testing.T) {
 			stderr: "cannot read ServiceSync odd",
 		},
 	}
-	for name, tc := range cases {
-		t.Run(name, func(t *testing.T) {
-			var out, errs strings.Builder
-			e := &env{stdout: &out, stderr: &errs, stdin: strings.NewReader(tc.stdin)}
-			code := run(context.Background(), tc.args, e)
-			if code != tc.code {
-				t.Fatalf("%s\nexit code %d, want %d; stderr: %s", tc.reason, code, tc.code, errs.String())
-			}
-			if tc.stderr != "" && !strings.Contains(errs.String(), tc.stderr) {
-				t.Errorf("%s\nstderr %q does not say %q", tc.reason, errs.String(), tc.stderr)
-			}
-			if tc.golden != "" {
-				golden(t, tc.golden, out.String())
-			}
-		})
-	}
+	runRenderedCases(t, cases)
 }

@@ -21,21 +21,27 @@ type peersCmd struct {
 	Member   string `help:"Print only the Peers of this member (the name of its provider config), as documents kubectl apply takes."`
 }
 
-// Run prints, member by member, every Peer the rendered documents deliver.
-func (c *peersCmd) Run(e *env) error {
+// readRendered reads the output of crossplane composition render from a
+// file, or from standard input when filename is "-".
+func readRendered(e *env, filename string) ([]rendered.Doc, error) {
 	in := e.stdin
 	if in == nil {
 		in = os.Stdin
 	}
-	if c.Filename != "-" {
-		f, err := os.Open(c.Filename)
+	if filename != "-" {
+		f, err := os.Open(filename)
 		if err != nil {
-			return errors.Wrapf(err, errFmtOpen, c.Filename)
+			return nil, errors.Wrapf(err, errFmtOpen, filename)
 		}
 		defer f.Close()
 		in = f
 	}
-	docs, err := rendered.Read(in)
+	return rendered.Read(in)
+}
+
+// Run prints, member by member, every Peer the rendered documents deliver.
+func (c *peersCmd) Run(e *env) error {
+	docs, err := readRendered(e, c.Filename)
 	if err != nil {
 		return err
 	}

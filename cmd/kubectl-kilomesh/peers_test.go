@@ -9,14 +9,7 @@ import (
 // TestPeers expands rendered meshes into the Peers of each member. It reads
 // files only: no API server.
 func TestPeers(t *testing.T) {
-	cases := map[string]struct {
-		reason string
-		args   []string
-		stdin  string
-		golden string
-		code   int
-		stderr string
-	}{
+	cases := map[string]renderedCase{
 		"SharedForm": {
 			reason: "A mesh in the shared form is expanded member by member, SegmentSets resolved, omissions and each member's own forms applied.",
 			args:   []string{"peers", "-f", "../../examples/render/shared-segments/expected.yaml"},
@@ -46,6 +39,21 @@ func TestPeers(t *testing.T) {
 			stderr: `spec.forProvider.segmentSetRefs[0].name: Not found: "gone"`,
 		},
 	}
+	runRenderedCases(t, cases)
+}
+
+// A renderedCase runs the plugin on rendered documents: a file or stdin.
+type renderedCase struct {
+	reason string
+	args   []string
+	stdin  string
+	golden string
+	code   int
+	stderr string
+}
+
+func runRenderedCases(t *testing.T, cases map[string]renderedCase) {
+	t.Helper()
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			var out, errs strings.Builder

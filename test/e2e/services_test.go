@@ -163,17 +163,12 @@ func testServices(ctx context.Context, t *testing.T, mode string, ref meshRef) {
 	for _, u := range []string{"http://" + net.JoinHostPort(ip, "80") + "/", "http://" + name + "/"} {
 		var last string
 		eventually(ctx, t, fmt.Sprintf("GET %s from %s's client pod to be answered by a hello pod of %s %v", u, svcImporter, svcExporter, hello), convergeTimeout, time.Second, func() (bool, error) {
-			out, err := realPods.Ask(ctx, svcImporter, "/get?url="+u)
-			last = strings.TrimSpace(out)
+			pod, answer, err := helloGet(ctx, svcImporter, u)
+			last = answer
 			if err != nil {
 				return false, err
 			}
-			status, body, _ := strings.Cut(last, "\n")
-			pod, _, _ := strings.Cut(strings.TrimPrefix(body, "hello from pod "), " ")
-			if status != "200" || !strings.HasPrefix(body, "hello from pod ") || !slices.Contains(hello, pod) {
-				return false, fmt.Errorf("answer %q", last)
-			}
-			return true, nil
+			return slices.Contains(hello, pod), fmt.Errorf("answer %q", last)
 		})
 		answers = append(answers, fmt.Sprintf("GET %s: %s", u, strings.ReplaceAll(last, "\n", " ")))
 	}
@@ -280,14 +275,12 @@ func testHeadless(ctx context.Context, t *testing.T, mode string) {
 		u := "http://" + net.JoinHostPort(host, "8080") + "/"
 		var last string
 		eventually(ctx, t, fmt.Sprintf("GET %s from %s's client pod to be answered by pod %s of %s", u, svcImporter, ips[ip], svcExporter), convergeTimeout, time.Second, func() (bool, error) {
-			out, err := realPods.Ask(ctx, svcImporter, "/get?url="+u)
-			last = strings.TrimSpace(out)
+			pod, answer, err := helloGet(ctx, svcImporter, u)
+			last = answer
 			if err != nil {
 				return false, err
 			}
-			status, body, _ := strings.Cut(last, "\n")
-			pod, _, _ := strings.Cut(strings.TrimPrefix(body, "hello from pod "), " ")
-			return status == "200" && pod == ips[ip], fmt.Errorf("answer %q", last)
+			return pod == ips[ip], fmt.Errorf("answer %q", last)
 		})
 		answers = append(answers, fmt.Sprintf("GET %s: %s", u, strings.ReplaceAll(last, "\n", " ")))
 	}
@@ -333,16 +326,8 @@ func testFailover(ctx context.Context, t *testing.T, mode, name string, first []
 
 	// ask returns the hello pod that answered a GET by name.
 	ask := func() (string, error) {
-		out, err := realPods.Ask(ctx, svcImporter, "/get?url=http://"+name+"/")
-		if err != nil {
-			return "", err
-		}
-		status, body, _ := strings.Cut(strings.TrimSpace(out), "\n")
-		pod, _, _ := strings.Cut(strings.TrimPrefix(body, "hello from pod "), " ")
-		if status != "200" || !strings.HasPrefix(body, "hello from pod ") {
-			return "", fmt.Errorf("answer %q", strings.TrimSpace(out))
-		}
-		return pod, nil
+		pod, _, err := helloGet(ctx, svcImporter, "http://"+name+"/")
+		return pod, err
 	}
 	seen := map[string]int{}
 	eventually(ctx, t, fmt.Sprintf("GET http://%s/ from %s to be answered by pods of %s %v and of %s %v", name, svcImporter, svcExporter, first, svcSecond, second), convergeTimeout, 100*time.Millisecond, func() (bool, error) {
@@ -396,6 +381,23 @@ func testFailover(ctx context.Context, t *testing.T, mode, name string, first []
 	report.notef("%s: Services across the mesh, failover: %s/%s exported by %s and %s, GETs by name from %s answered by both (%v); %s's hello scaled to zero: ten answers in a row from %s %.1fs later; %d of %d GETs meanwhile failed or reached %s, the last %.1fs after the scale-down",
 		mode, ns, svcName, svcExporter, svcSecond, svcImporter, seen, svcExporter, svcSecond, took.Seconds(), failed, asked, svcExporter, lastFailed.Seconds())
 	t.Logf("failover after %.1fs (%d of %d GETs failed or reached %s)", took.Seconds(), failed, asked, svcExporter)
+}
+
+// helloGet asks a member's client pod to GET url, and returns the hello pod
+// that answered and the answer as the probe gives it (the status, then the
+// body). An answer that is not a hello pod's 200 is an error.
+func helloGet(ctx context.Context, from, url string) (pod, answer string, err error) {
+	out, err := realPods.Ask(ctx, from, "/get?url="+url)
+	answer = strings.TrimSpace(out)
+	if err != nil {
+		return "", answer, err
+	}
+	status, body, _ := strings.Cut(answer, "\n")
+	if status != "200" || !strings.HasPrefix(body, "hello from pod ") {
+		return "", answer, fmt.Errorf("answer %q", answer)
+	}
+	pod, _, _ = strings.Cut(strings.TrimPrefix(body, "hello from pod "), " ")
+	return pod, answer, nil
 }
 
 // helloReady fails unless a member's hello Deployment has a ready pod.

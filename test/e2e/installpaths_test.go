@@ -70,9 +70,14 @@ func testInstallPaths(ctx context.Context, t *testing.T) {
 			return err
 		}
 		for _, o := range release {
-			err := mgmt.Get(ctx, client.ObjectKeyFromObject(o), o.DeepCopy())
+			got := o.DeepCopy()
+			err := mgmt.Get(ctx, client.ObjectKeyFromObject(o), got)
 			if err == nil {
-				return fmt.Errorf("%s %s is still there", o.GetKind(), o.GetName())
+				var managers []string
+				for _, m := range got.GetManagedFields() {
+					managers = append(managers, m.Manager+"/"+string(m.Operation))
+				}
+				return fmt.Errorf("%s %s is still there (written by %v, deletion %v)", o.GetKind(), o.GetName(), managers, got.GetDeletionTimestamp())
 			}
 			if !kerrors.IsNotFound(err) {
 				return err
@@ -201,8 +206,9 @@ spec:
 		otherNamespace, moved.Seconds(), installed.Seconds(), took.Seconds())
 }
 
-// aggregationOnly returns the Crossplane ClusterRoles that only
-// kube-controller-manager's clusterrole-aggregation controller wrote: what
+// aggregationOnly returns the Crossplane ClusterRoles without an
+// aggregation rule that kube-controller-manager's clusterrole-aggregation
+// controller wrote, which writes only ClusterRoles with one: what
 // docs/install.md's crossplane-leftovers block deletes.
 func aggregationOnly(ctx context.Context) ([]string, error) {
 	l := &rbacv1.ClusterRoleList{}
@@ -211,15 +217,14 @@ func aggregationOnly(ctx context.Context) ([]string, error) {
 	}
 	var out []string
 	for _, r := range l.Items {
-		if !strings.HasPrefix(r.Name, "crossplane") || len(r.ManagedFields) == 0 {
+		if !strings.HasPrefix(r.Name, "crossplane") || r.AggregationRule != nil {
 			continue
 		}
-		only := true
 		for _, m := range r.ManagedFields {
-			only = only && m.Manager == "clusterrole-aggregation-controller"
-		}
-		if only {
-			out = append(out, r.Name)
+			if m.Manager == "clusterrole-aggregation-controller" {
+				out = append(out, r.Name)
+				break
+			}
 		}
 	}
 	return out, nil

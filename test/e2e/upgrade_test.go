@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"sort"
 	"strconv"
@@ -598,13 +599,22 @@ var releaseOnly []string
 func waitReleaseConverged(ctx context.Context, t *testing.T, ref meshRef) map[string][]string {
 	t.Helper()
 	var extra map[string][]string
-	eventually(ctx, t, fmt.Sprintf("%s to hold this tree's plan with the node networks declared", ref), convergeTimeout, time.Second, func() (bool, error) {
-		var why string
-		extra, why = releaseDiff(ctx, ref)
+	// The release's own Peers may come a moment after the planned ones
+	// (provider-kubernetes writes each Object on its own): the extras
+	// count once they stayed the same for five checks in a row.
+	same := 0
+	eventually(ctx, t, fmt.Sprintf("%s to hold this tree's plan with the node networks declared, and the same Peers beyond it for 5 s", ref), convergeTimeout, time.Second, func() (bool, error) {
+		got, why := releaseDiff(ctx, ref)
 		if why != "" {
+			same = 0
 			return false, errors.New(why)
 		}
-		return true, nil
+		if reflect.DeepEqual(got, extra) {
+			same++
+		} else {
+			extra, same = got, 0
+		}
+		return same >= 5, fmt.Errorf("the Peers beyond the plan %v, the same for %d checks", extra, same)
 	})
 	return extra
 }

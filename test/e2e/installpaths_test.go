@@ -102,6 +102,10 @@ func testInstallPaths(ctx context.Context, t *testing.T) {
 	}
 	xpNamespace = otherNamespace
 	xpMetrics.refresh(ctx)
+	// logs/crossplane.log named the log of the pod that went.
+	if err := linkCrossplaneLog(ctx); err != nil {
+		t.Fatal(err)
+	}
 	moved := time.Since(start)
 	left := slices.Sorted(maps.Keys(recreated))
 	t.Logf("ClusterRoles the aggregation controller created again as Helm deleted them, deleted by docs/install.md's block: %v", left)

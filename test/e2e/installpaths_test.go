@@ -59,7 +59,7 @@ func testInstallPaths(ctx context.Context, t *testing.T) {
 	// created again: docs/install.md's block deletes it, as users do.
 	recreated := map[string]bool{}
 	waitFor(ctx, t, fmt.Sprintf("the %d objects of Crossplane's release to be gone", len(release)), func() error {
-		names, err := aggregationOnly(ctx)
+		names, err := aggregationLeftovers(ctx)
 		if err != nil {
 			return err
 		}
@@ -210,11 +210,11 @@ spec:
 		otherNamespace, moved.Seconds(), installed.Seconds(), took.Seconds())
 }
 
-// aggregationOnly returns the Crossplane ClusterRoles without an
+// aggregationLeftovers returns the Crossplane ClusterRoles without an
 // aggregation rule that kube-controller-manager's clusterrole-aggregation
 // controller wrote, which writes only ClusterRoles with one: what
 // docs/install.md's crossplane-leftovers block deletes.
-func aggregationOnly(ctx context.Context) ([]string, error) {
+func aggregationLeftovers(ctx context.Context) ([]string, error) {
 	l := &rbacv1.ClusterRoleList{}
 	if err := mgmt.List(ctx, l); err != nil {
 		return nil, err

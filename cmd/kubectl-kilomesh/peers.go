@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
 
@@ -29,7 +30,7 @@ func readRendered(e *env, filename string) ([]rendered.Doc, error) {
 		in = os.Stdin
 	}
 	if filename != "-" {
-		f, err := os.Open(filename)
+		f, err := os.Open(filepath.Clean(filename))
 		if err != nil {
 			return nil, errors.Wrapf(err, errFmtOpen, filename)
 		}

@@ -97,19 +97,13 @@ type cluster struct {
 	owned      []*kilov1alpha1.Peer
 	foreignKey map[string]string
 	routes     *routeCheck
-	// labels holds the labels of the Peers planned so far, by their
-	// desired Peers' own labels (inventory.LabelsKey): the Peers of one
-	// segment carry the same labels, and a plan of thousands of Peers
-	// shares a few maps instead of a map each. No one changes a planned
-	// Peer's labels.
-	labels map[string]map[string]string
 }
 
 // readCluster sorts the Peers of a cluster into the set's own and the
 // others. A Peer whose name no API server accepts is left out: nothing of
 // it can be trusted, and with it the cluster is not read whole.
 func readCluster(selector map[string]string, actual []*kilov1alpha1.Peer, incomplete string) *cluster {
-	c := &cluster{byName: make(map[string]*kilov1alpha1.Peer, len(actual)), foreignKey: map[string]string{}, labels: map[string]map[string]string{}}
+	c := &cluster{byName: make(map[string]*kilov1alpha1.Peer, len(actual)), foreignKey: map[string]string{}}
 	unread := inventory.Reasons{}
 	unread.Add(incomplete)
 	var routes foreignRoutes
@@ -140,7 +134,7 @@ func readCluster(selector map[string]string, actual []*kilov1alpha1.Peer, incomp
 // plan adds one desired Peer to the plan: as a change, as applied, or as
 // a problem. keyOf records the keys of the set's Peers planned so far.
 func (c *cluster) plan(plan *Plan, selector map[string]string, d *v1alpha1.DesiredPeer, keyOf map[string]string) {
-	want := c.desired(selector, d)
+	want := Desired(selector, d)
 	have, exists := c.byName[d.Name]
 	problem := func(reason, msg string) {
 		plan.Problems = append(plan.Problems, v1alpha1.PeerProblem{Peer: d.Name, Reason: reason, Message: msg})
@@ -227,21 +221,6 @@ func Owns(selector map[string]string, p *kilov1alpha1.Peer) bool {
 // Desired returns the Peer a set wants for d: d's labels plus the
 // selector's, which win.
 func Desired(selector map[string]string, d *v1alpha1.DesiredPeer) *kilov1alpha1.Peer {
-	return desiredPeer(d, desiredLabels(selector, d))
-}
-
-// desired is Desired, with the labels of equal desired labels shared.
-func (c *cluster) desired(selector map[string]string, d *v1alpha1.DesiredPeer) *kilov1alpha1.Peer {
-	key := inventory.LabelsKey(d.Labels)
-	l, ok := c.labels[key]
-	if !ok {
-		l = desiredLabels(selector, d)
-		c.labels[key] = l
-	}
-	return desiredPeer(d, l)
-}
-
-func desiredLabels(selector map[string]string, d *v1alpha1.DesiredPeer) map[string]string {
 	l := make(map[string]string, len(d.Labels)+len(selector))
 	for k, v := range d.Labels {
 		l[k] = v
@@ -249,13 +228,9 @@ func desiredLabels(selector map[string]string, d *v1alpha1.DesiredPeer) map[stri
 	for k, v := range selector {
 		l[k] = v
 	}
-	return l
-}
-
-func desiredPeer(d *v1alpha1.DesiredPeer, labels map[string]string) *kilov1alpha1.Peer {
 	return &kilov1alpha1.Peer{
 		TypeMeta:   metav1.TypeMeta{APIVersion: kilov1alpha1.APIVersion, Kind: kilov1alpha1.Kind},
-		ObjectMeta: metav1.ObjectMeta{Name: d.Name, Labels: labels},
+		ObjectMeta: metav1.ObjectMeta{Name: d.Name, Labels: l},
 		Spec:       d.Spec.Kilo(),
 	}
 }

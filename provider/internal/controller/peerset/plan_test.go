@@ -18,7 +18,6 @@ package peerset
 
 import (
 	"fmt"
-	"reflect"
 	"strconv"
 	"strings"
 	"testing"
@@ -402,29 +401,5 @@ func TestRouteCheck(t *testing.T) {
 				t.Errorf("\n%s\nkeep(...): -want, +got:\n%s", tc.reason, diff)
 			}
 		})
-	}
-}
-
-func TestNewPlanSharesLabels(t *testing.T) {
-	a, b, c := want("a", keyA), want("b", keyB), want("c", keyC)
-	c.Labels = map[string]string{"own": "y"}
-	p := NewPlan(v1alpha1.PeerSetParameters{Selector: sel, Peers: []v1alpha1.DesiredPeer{a, b, c}}, nil, "")
-	if len(p.Apply) != 3 {
-		t.Fatalf("NewPlan(...): %d Peers to apply, want 3", len(p.Apply))
-	}
-	labels := func(i int) map[string]string { return p.Apply[i].Want.Labels }
-	same := func(x, y map[string]string) bool {
-		return reflect.ValueOf(x).UnsafePointer() == reflect.ValueOf(y).UnsafePointer()
-	}
-	if !same(labels(0), labels(1)) {
-		t.Errorf("Peers a and b of equal desired labels keep a map each; want one shared")
-	}
-	if same(labels(0), labels(2)) {
-		t.Errorf("Peers a and c share labels, which differ: %v and %v", labels(0), labels(2))
-	}
-	for i, wantLabels := range []map[string]string{{"own": "x", "mesh": "m1"}, {"own": "x", "mesh": "m1"}, {"own": "y", "mesh": "m1"}} {
-		if diff := cmp.Diff(wantLabels, labels(i)); diff != "" {
-			t.Errorf("labels of %s: -want +got:\n%s", p.Apply[i].Want.Name, diff)
-		}
 	}
 }

@@ -627,28 +627,20 @@ func (p provider) stop() {
 	_, _ = p.cmd.Process.Wait()
 }
 
-// startProvider builds provider-kilomesh and runs it as its own process, so
-// that its memory is its own.
 // controlPlane starts the bench's control plane, stopped when the test
 // ends, and returns its kubeconfig (for the provider) and an admin client.
 func controlPlane(t *testing.T) ([]byte, client.WithWatch) {
 	t.Helper()
-	env, cfg, err := testenv.ControlPlane()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = env.Stop() })
 	s, err := pcontroller.NewScheme()
 	if err != nil {
 		t.Fatal(err)
 	}
-	mgmt, err := client.NewWithWatch(cfg, client.Options{Scheme: s})
-	if err != nil {
-		t.Fatal(err)
-	}
+	env, mgmt := testenv.StartControlPlane(t, s)
 	return env.KubeConfig, mgmt
 }
 
+// startProvider builds provider-kilomesh and runs it as its own process, so
+// that its memory is its own.
 func startProvider(t *testing.T, kubeconfig []byte) provider {
 	t.Helper()
 	top, err := testenv.Top()

@@ -36,20 +36,12 @@ import (
 // the test ends, and returns its config and an admin client.
 func ownControlPlane(t *testing.T) (*rest.Config, client.WithWatch) {
 	t.Helper()
-	env, cfg, err := testenv.ControlPlane()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = env.Stop() })
 	s, err := pcontroller.NewScheme()
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := client.NewWithWatch(cfg, client.Options{Scheme: s})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return cfg, c
+	env, c := testenv.StartControlPlane(t, s)
+	return env.Config, c
 }
 
 // startOwnProvider runs a provider of the test's own with cfg's identity,

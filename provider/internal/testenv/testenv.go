@@ -37,6 +37,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -124,6 +125,22 @@ func ControlPlane() (*envtest.Environment, *rest.Config, error) {
 		return nil, nil, errors.Wrap(err, "cannot start the control plane")
 	}
 	return env, cfg, nil
+}
+
+// StartControlPlane starts ControlPlane for one test, stopped when the
+// test ends, and returns it with an admin client of scheme s.
+func StartControlPlane(t testing.TB, s *runtime.Scheme) (*envtest.Environment, client.WithWatch) {
+	t.Helper()
+	env, cfg, err := ControlPlane()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Stop() })
+	c, err := client.NewWithWatch(cfg, client.Options{Scheme: s})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return env, c
 }
 
 // A Member is a member cluster.

@@ -484,13 +484,8 @@ func (e *external) Update(ctx context.Context, cr *v1alpha1.ServiceSync) (manage
 	var jobs []func()
 	for i := range e.plan.Imports {
 		imp := &e.plan.Imports[i]
-		var ws []write
-		if len(e.writes) == len(e.plan.Imports) {
-			ws = e.writes[i]
-		} else {
-			ws = writesOf(imp) // an Update without this reconcile's Observe
-		}
-		if len(ws) > 0 {
+		// Update follows the Observe that planned and compared.
+		if ws := e.writes[i]; len(ws) > 0 {
 			total++
 			jobs = append(jobs, func() {
 				if err := e.writeImport(wctx, imp, ws); err != nil {

@@ -145,7 +145,7 @@ func (c *CLI) Run() error {
 // left, not Go's 100%. Most of the provider's heap is its members' Node
 // and Peer caches, which live long, so the headroom above them is most of
 // its RSS: at 20 members of 4,750 Peers each, one provider peaked at
-// 300 MiB with 100 and at 257 MiB with 75, applying as fast
+// 300 MiB with 100 and at 257-276 MiB with 75, applying as fast
 // (docs/performance.md). GOGC, when set, is obeyed.
 const defaultGCPercent = 75
 

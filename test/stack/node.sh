@@ -449,11 +449,15 @@ kind: ConfigMap
 metadata: {name: coredns, namespace: kube-system}
 data:
   Corefile: |
+    clusterset.local:1053 {
+        errors
+        ready :8181
+        clusterset clusterset.local
+    }
     .:1053 {
         errors
         health :8080
         ready :8181
-        clusterset clusterset.local
         kubernetes cluster.local in-addr.arpa ip6.arpa {
             pods insecure
             fallthrough in-addr.arpa ip6.arpa

@@ -3,10 +3,12 @@ package main
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/crossplane/function-sdk-go/logging"
 	fnv1 "github.com/crossplane/function-sdk-go/proto/v1"
@@ -68,4 +70,51 @@ func timeMarshal(b *testing.B, m proto.Message) time.Duration {
 		}
 	}
 	return time.Since(start) / rounds
+}
+
+// BenchmarkServicesResponse measures what sharing Services adds to the
+// response of a 5 x 200 PeerSet mesh: one ServiceSync per member, which
+// names the members, the shared namespaces and the networks, never a
+// Service. Its rsp-bytes do not depend on how many Services the members
+// export; extra-bytes is the difference from the same mesh without
+// spec.services.
+//
+//	go test ./fn/ -run='^$' -bench=ServicesResponse -benchmem
+func BenchmarkServicesResponse(b *testing.B) {
+	f := &Function{log: logging.NewNopLogger(), ttl: time.Minute, maxResponse: 1 << 30, maxPeerSet: 1 << 30}
+	size := func(req *fnv1.RunFunctionRequest) int {
+		rsp, err := f.RunFunction(context.Background(), req)
+		if err != nil || len(rsp.GetResults()) > 0 && rsp.GetResults()[0].GetSeverity() == 1 {
+			b.Fatalf("RunFunction: %v %v", err, rsp.GetResults())
+		}
+		return proto.Size(rsp)
+	}
+	without := size(largeMesh(b, "PeerSet", 5, 200))
+	req := largeMesh(b, "PeerSet", 5, 200)
+	shared := structpb.NewStructValue(&structpb.Struct{Fields: map[string]*structpb.Value{
+		"namespaces": structpb.NewListValue(&structpb.ListValue{Values: []*structpb.Value{structpb.NewStringValue("shop"), structpb.NewStringValue("web")}}),
+	}})
+	req.GetObserved().GetComposite().GetResource().GetFields()["spec"].GetStructValue().Fields["services"] = shared
+	with := size(req)
+	syncs := 0
+	rsp, err := f.RunFunction(context.Background(), req)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for name := range rsp.GetDesired().GetResources() {
+		if strings.HasPrefix(name, "services-") {
+			syncs++
+		}
+	}
+	if syncs != 5 {
+		b.Fatalf("%d ServiceSyncs composed, want one per member (5)", syncs)
+	}
+	b.ResetTimer()
+	for b.Loop() {
+		if _, err := f.RunFunction(context.Background(), req); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(with), "rsp-bytes")
+	b.ReportMetric(float64(with-without), "extra-bytes")
 }

@@ -25,6 +25,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kubev1alpha1 "github.com/kilomesh/kilomesh/apis/kube/v1alpha1"
@@ -181,6 +182,7 @@ func testServices(ctx context.Context, t *testing.T, mode string, ref meshRef) {
 
 	testHeadless(ctx, t, mode)
 	testResolvable(ctx, t, mode)
+	testServiceAttacks(ctx, t, mode, ref)
 	testFailover(ctx, t, mode, name, hello)
 }
 
@@ -432,6 +434,191 @@ func resolvableIn(ctx context.Context, c, ns, name string, start time.Time) (too
 	}
 }
 
+// Names of testServiceAttacks.
+const (
+	// mcsLabelServiceName names the Service of an imported EndpointSlice.
+	mcsLabelServiceName = "multicluster.kubernetes.io/service-name"
+
+	undeclaredNS = "mesh-undeclared"
+	takenName    = "hello-taken"
+	foreignSlice = "hello-00-foreign"
+)
+
+// testServiceAttacks tries what a tenant with rights in the members'
+// namespaces could try against the mesh's Services, on the real stack
+// with its real provider and ServiceAccounts:
+//   - an export in a namespace the mesh does not declare (which exists in
+//     every member, as namespace sameness has it) must be imported nowhere;
+//   - a ServiceImport made by hand in the importer, under the name of an
+//     export, must stay exactly as it was, and the importer's ServiceSync
+//     must report the name taken (ImportNameConflict), while the other
+//     member imports the export;
+//   - an EndpointSlice made by hand for an exported Service, with an
+//     address of another member's pod network and one outside every
+//     network of the mesh, must not carry them to any importer: the
+//     ServiceExport says so (kilomesh.io/EndpointsRefused=True), and the
+//     export's own endpoints stay imported.
+//
+// It runs after testResolvable, whose exports it uses, and removes what it
+// made.
+func testServiceAttacks(ctx context.Context, t *testing.T, mode string, ref meshRef) {
+	ns := meshpods.Namespace
+	other := "cluster-c" // the importer that keeps working
+	hello := func(ns, name string) *corev1.Service {
+		return &corev1.Service{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+			Spec: corev1.ServiceSpec{
+				Selector: map[string]string{"app": svcName},
+				Ports:    []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromInt32(8080)}},
+			},
+		}
+	}
+	create := func(c string, o client.Object) {
+		t.Helper()
+		if err := kube[c].Create(ctx, o); err != nil {
+			t.Fatalf("%s: %v", c, err)
+		}
+		t.Cleanup(func() {
+			if err := client.IgnoreNotFound(kube[c].Delete(ctx, o)); err != nil {
+				t.Errorf("%s: %v", c, err)
+			}
+		})
+	}
+
+	// An undeclared namespace, in every member.
+	for _, c := range meshMembers {
+		create(c, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: undeclaredNS}})
+	}
+	create(svcExporter, hello(undeclaredNS, svcName))
+	create(svcExporter, mcsNamed("ServiceExport", undeclaredNS, svcName))
+
+	// A hand-made ServiceImport in the importer, then the export of its
+	// name.
+	handMade := mcsNamed("ServiceImport", ns, takenName)
+	handMade.Object["spec"] = map[string]any{"type": "ClusterSetIP", "ips": []any{"10.2.255.254"}, "ports": []any{map[string]any{"name": "http", "port": int64(80), "protocol": "TCP"}}}
+	create(svcImporter, handMade)
+	before := mcsNamed("ServiceImport", ns, takenName)
+	if err := kube[svcImporter].Get(ctx, client.ObjectKeyFromObject(before), before); err != nil {
+		t.Fatal(err)
+	}
+	create(svcExporter, hello(ns, takenName))
+	create(svcExporter, mcsNamed("ServiceExport", ns, takenName))
+
+	// An EndpointSlice of hello-00 with addresses the mesh must not send
+	// traffic to. Its managed-by label keeps the EndpointSlice controller
+	// from taking it.
+	bad := []string{"10.2.224.250", "192.0.2.77"}
+	ready := true
+	port, proto := int32(8080), corev1.ProtocolTCP
+	slice := &discoveryv1.EndpointSlice{
+		ObjectMeta: metav1.ObjectMeta{Name: foreignSlice, Namespace: ns, Labels: map[string]string{
+			discoveryv1.LabelServiceName: resolveNames()[0],
+			discoveryv1.LabelManagedBy:   "tenant.example.com",
+		}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Ports:       []discoveryv1.EndpointPort{{Name: ptr.To("http"), Port: &port, Protocol: &proto}},
+	}
+	for _, a := range bad {
+		slice.Endpoints = append(slice.Endpoints, discoveryv1.Endpoint{Addresses: []string{a}, Conditions: discoveryv1.EndpointConditions{Ready: &ready}})
+	}
+	create(svcExporter, slice)
+
+	// The other importer takes the export of the taken name: the
+	// exporter's exports were read after the undeclared one was made.
+	eventually(ctx, t, fmt.Sprintf("ServiceImport %s/%s with a ClusterSet IP in %s", ns, takenName, other), convergeTimeout, 100*time.Millisecond, func() (bool, error) {
+		si := mcsNamed("ServiceImport", ns, takenName)
+		if err := kube[other].Get(ctx, client.ObjectKeyFromObject(si), si); err != nil {
+			return false, err
+		}
+		ips, _, _ := unstructured.NestedStringSlice(si.Object, "spec", "ips")
+		return len(ips) > 0, errors.New("it has no ips yet")
+	})
+	waitFor(ctx, t, fmt.Sprintf("the ServiceSync of %s to report %s/%s taken", svcImporter, ns, takenName), func() error {
+		return serviceProblem(ctx, ref, ns+"/"+takenName, kubev1alpha1.ReasonImportNameConflict)
+	})
+	waitFor(ctx, t, fmt.Sprintf("ServiceExport %s/%s of %s to say its endpoints are refused", ns, resolveNames()[0], svcExporter), func() error {
+		e := mcsNamed("ServiceExport", ns, resolveNames()[0])
+		if err := kube[svcExporter].Get(ctx, client.ObjectKeyFromObject(e), e); err != nil {
+			return err
+		}
+		if status, reason, msg := conditionOf(e, "kilomesh.io/EndpointsRefused"); status != "True" {
+			return fmt.Errorf("kilomesh.io/EndpointsRefused=%s %s: %s", status, reason, msg)
+		}
+		return nil
+	})
+
+	var problems []string
+	after := mcsNamed("ServiceImport", ns, takenName)
+	if err := kube[svcImporter].Get(ctx, client.ObjectKeyFromObject(after), after); err != nil {
+		t.Fatal(err)
+	}
+	if after.GetResourceVersion() != before.GetResourceVersion() || len(after.GetLabels()) > 0 {
+		problems = append(problems, fmt.Sprintf("the hand-made ServiceImport %s/%s of %s was written: resourceVersion %s -> %s, labels %v, spec %v", ns, takenName, svcImporter, before.GetResourceVersion(), after.GetResourceVersion(), after.GetLabels(), after.Object["spec"]))
+	}
+	helloPods, err := meshpods.HelloPods(ctx, kube[svcExporter])
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range meshMembers {
+		if c == svcExporter {
+			continue
+		}
+		l := &unstructured.UnstructuredList{}
+		l.SetGroupVersionKind(mcsGV.WithKind("ServiceImportList"))
+		if err := kube[c].List(ctx, l, client.InNamespace(undeclaredNS)); err != nil {
+			t.Fatal(err)
+		}
+		for _, si := range l.Items {
+			problems = append(problems, fmt.Sprintf("%s imported %s/%s, of a namespace the mesh does not declare", c, si.GetNamespace(), si.GetName()))
+		}
+		imported := &discoveryv1.EndpointSliceList{}
+		if err := kube[c].List(ctx, imported, client.InNamespace(ns), client.MatchingLabels{mcsLabelServiceName: resolveNames()[0]}); err != nil {
+			t.Fatal(err)
+		}
+		var addrs []string
+		for _, es := range imported.Items {
+			for _, ep := range es.Endpoints {
+				addrs = append(addrs, ep.Addresses...)
+			}
+		}
+		for _, a := range bad {
+			if slices.Contains(addrs, a) {
+				problems = append(problems, fmt.Sprintf("%s imported the refused endpoint %s of %s/%s", c, a, ns, resolveNames()[0]))
+			}
+		}
+		if len(addrs) == 0 {
+			problems = append(problems, fmt.Sprintf("%s lost the endpoints of %s/%s (hello pods %v)", c, ns, resolveNames()[0], helloPods))
+		}
+	}
+	for _, p := range problems {
+		t.Error(p)
+	}
+	report.notef("%s: Services across the mesh, a tenant's attacks: an export in undeclared namespace %s imported nowhere; a hand-made ServiceImport %s/%s in %s left as it was and reported (ImportNameConflict) while %s imported the export; an EndpointSlice of %s/%s with %v refused (kilomesh.io/EndpointsRefused=True), imported by no member; %d problems",
+		mode, undeclaredNS, ns, takenName, svcImporter, other, ns, resolveNames()[0], bad, len(problems))
+}
+
+// serviceProblem fails unless one of the mesh's ServiceSyncs reports a
+// problem of the reason for the Service (namespace/name).
+func serviceProblem(ctx context.Context, ref meshRef, service, reason string) error {
+	l := &unstructured.UnstructuredList{}
+	l.SetGroupVersionKind(kubev1alpha1.GroupVersion.WithKind(kubev1alpha1.ServiceSyncKind + "List"))
+	if err := mgmt.List(ctx, l, client.InNamespace(ref.ns), client.MatchingLabels{"crossplane.io/composite": ref.name}); err != nil {
+		return err
+	}
+	var seen []any
+	for _, s := range l.Items {
+		problems, _, _ := unstructured.NestedSlice(s.Object, "status", "atProvider", "problems")
+		for _, p := range problems {
+			m, _ := p.(map[string]any)
+			if m["service"] == service && m["reason"] == reason {
+				return nil
+			}
+		}
+		seen = append(seen, problems...)
+	}
+	return fmt.Errorf("problems reported: %v", seen)
+}
+
 // svcSecond exports the same Service as svcExporter in the failover part
 // of the step.
 const svcSecond = "cluster-c"
@@ -602,7 +789,7 @@ func importsGone(ctx context.Context, ref meshRef, ns string) error {
 	}
 	ours := client.MatchingLabels{meshv1alpha1.LabelMeshNamespace: mesh.LabelValue(ref.ns), meshv1alpha1.LabelMesh: ref.name}
 	for _, c := range meshMembers {
-		for _, name := range append([]string{svcName, svcHeadless}, resolveNames()...) {
+		for _, name := range append([]string{svcName, svcHeadless, takenName}, resolveNames()...) {
 			si := mcsNamed("ServiceImport", ns, name)
 			err := kube[c].Get(ctx, client.ObjectKeyFromObject(si), si)
 			if err == nil {

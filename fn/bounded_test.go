@@ -10,9 +10,13 @@ import (
 
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
+	corev1 "k8s.io/api/core/v1"
 
 	"github.com/crossplane/function-sdk-go/logging"
 	fnv1 "github.com/crossplane/function-sdk-go/proto/v1"
+
+	kilov1alpha1 "github.com/kilomesh/kilomesh/apis/kilo/v1alpha1"
+	"github.com/kilomesh/kilomesh/internal/testing/nodefixture"
 )
 
 // TestHostileTextBounded pins that what members and nodes send cannot grow
@@ -25,6 +29,14 @@ import (
 func TestHostileTextBounded(t *testing.T) {
 	const huge = 1 << 20
 	long := func(c rune) string { return strings.Repeat(string(c), huge-1) + "é" }
+	// node is a fresh, Ready node with these values.
+	node := func(name, pod, key, endpoint, wgIP string) nodefixture.Node {
+		return nodefixture.New(name).Pods(pod).
+			With(kilov1alpha1.AnnotationKey, key).
+			With(kilov1alpha1.AnnotationEndpoint, endpoint).
+			With(kilov1alpha1.AnnotationWireguardIP, wgIP).
+			Reported(corev1.ConditionTrue).Seen(inventoryObservedAt)
+	}
 	var clusters []any
 	observed := map[string]*fnv1.Resource{}
 	required := map[string]*fnv1.Resources{}
@@ -34,17 +46,11 @@ func TestHostileTextBounded(t *testing.T) {
 			"name": name, "providerConfigRef": map[string]any{"kind": "ProviderConfig", "name": name},
 			"podCIDRs": []any{fmt.Sprintf("10.%d.0.0/16", c+1)}, "wireguardCIDR": fmt.Sprintf("10.%d.0.0/16", 100+c),
 		})
-		var nodes []any
+		var nodes []nodefixture.Node
 		for n := range 2 {
-			nodes = append(nodes, map[string]any{
-				"name": long(rune('a' + n)), "podCIDRs": []any{fmt.Sprintf("10.%d.%d.0/24", c+1, n)}, "ready": true,
-				"kilo": map[string]any{"key": long('k'), "endpoint": "203.0.113.1:51820", "wireguardIP": long('w')},
-			})
+			nodes = append(nodes, node(long(rune('a'+n)), fmt.Sprintf("10.%d.%d.0/24", c+1, n), long('k'), "203.0.113.1:51820", long('w')))
 		}
-		nodes = append(nodes, map[string]any{
-			"name": "fine", "podCIDRs": []any{fmt.Sprintf("10.%d.9.0/24", c+1)}, "ready": true,
-			"kilo": map[string]any{"key": fmt.Sprintf("%c%s=", 'A'+c, strings.Repeat("B", 42)), "endpoint": fmt.Sprintf("203.0.113.%d:51820", 10+c), "wireguardIP": fmt.Sprintf("10.%d.0.1/16", 100+c)},
-		})
+		nodes = append(nodes, node("fine", fmt.Sprintf("10.%d.9.0/24", c+1), fmt.Sprintf("%c%s=", 'A'+c, strings.Repeat("B", 42)), fmt.Sprintf("203.0.113.%d:51820", 10+c), fmt.Sprintf("10.%d.0.1/16", 100+c)))
 		foreign := []any{
 			map[string]any{"name": long('p'), "allowedIPs": []any{"10.0.0.0/8"}},
 			map[string]any{"name": long('q'), "allowedIPs": []any{"10.0.0.0/9"}},
@@ -57,12 +63,13 @@ func TestHostileTextBounded(t *testing.T) {
 					map[string]any{"type": "Ready", "status": "True"},
 					map[string]any{"type": "Synced", "status": "False", "message": long('m'), "lastTransitionTime": "2026-11-22T01:05:00Z"},
 				},
-				"atProvider": map[string]any{"observedAt": "2026-11-22T01:00:00Z", "nodes": nodes, "foreignPeers": foreign},
+				"atProvider": map[string]any{"observedAt": "2026-11-22T01:00:00Z", "foreignPeers": foreign},
 			},
 		})
 		if err != nil {
 			t.Fatal(err)
 		}
+		get(inv, "status", "atProvider").GetStructValue().Fields["nodes"] = nodefixture.Structs(inventoryObservedAt, nodes...)
 		observed[prefixInventory+name] = &fnv1.Resource{Resource: inv}
 		required[prefixRequireMember+name] = &fnv1.Resources{}
 	}

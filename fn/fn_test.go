@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/testing/protocmp"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/structpb"
+	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
 
 	"github.com/crossplane/function-sdk-go/logging"
@@ -20,6 +21,7 @@ import (
 	kilov1alpha1 "github.com/kilomesh/kilomesh/apis/kilo/v1alpha1"
 	meshv1alpha1 "github.com/kilomesh/kilomesh/apis/mesh/v1alpha1"
 	"github.com/kilomesh/kilomesh/fn/mesh"
+	"github.com/kilomesh/kilomesh/internal/testing/nodefixture"
 )
 
 const (
@@ -61,10 +63,26 @@ func xr(t *testing.T, delivery, podsB string) *structpb.Struct {
 	return fromYAML(t, fmt.Sprintf(xrTwoClusters, delivery, podsB))
 }
 
-// inventory is a NodeInventory as provider-kilomesh reports it.
+// inventoryObservedAt is when the inventories of the tests observed their
+// members: status.atProvider.observedAt.
+var inventoryObservedAt = time.Date(2026, 11, 22, 1, 0, 0, 0, time.UTC)
+
+// inventoryNode is a node that passes every check, as an inventory
+// publishes it: a pod CIDR, an ExternalIP and the endpoint Kilo detected on
+// it, a key and a WireGuard IP, fresh and Ready.
+func inventoryNode(name, key, pod, wgIP, ext string) nodefixture.Node {
+	return nodefixture.New(name).Pods(pod).External(ext).
+		With(kilov1alpha1.AnnotationKey, key).
+		With(kilov1alpha1.AnnotationWireguardIP, wgIP).
+		With(kilov1alpha1.AnnotationEndpoint, ext+":51820").
+		Reported(corev1.ConditionTrue).Seen(inventoryObservedAt)
+}
+
+// inventory is a NodeInventory as provider-kilomesh reports it, with one
+// node (inventoryNode).
 func inventory(t *testing.T, cluster, synced, node, key, pod, wgIP, ext string) *fnv1.Resource {
 	t.Helper()
-	return &fnv1.Resource{Resource: fromYAML(t, fmt.Sprintf(`
+	inv := fromYAML(t, fmt.Sprintf(`
 apiVersion: kube.kilomesh.io/v1alpha1
 kind: NodeInventory
 metadata:
@@ -80,13 +98,9 @@ status:
   - {type: Synced, status: "%[2]s", reason: ReconcileError, message: "cannot list nodes: connection refused", lastTransitionTime: "2026-11-22T01:05:00Z"}
   atProvider:
     observedAt: "2026-11-22T01:00:00Z"
-    nodes:
-    - name: %[3]s
-      podCIDRs: [%[5]s]
-      externalIPs: [%[7]s]
-      ready: true
-      kilo: {key: %[4]s, wireguardIP: %[6]s, endpoint: "%[7]s:51820"}
-`, cluster, synced, node, key, pod, wgIP, ext))}
+`, cluster, synced))
+	get(inv, "status", "atProvider").GetStructValue().Fields["nodes"] = nodefixture.Structs(inventoryObservedAt, inventoryNode(node, key, pod, wgIP, ext))
+	return &fnv1.Resource{Resource: inv}
 }
 
 func observedTwo(t *testing.T, syncedB string) map[string]*fnv1.Resource {
@@ -628,15 +642,18 @@ func largeMesh(tb testing.TB, delivery string, clusters, nodes int) *fnv1.RunFun
 		name := fmt.Sprintf("cluster-%02d", c)
 		fmt.Fprintf(&spec, "  - {name: %s, providerConfigRef: {kind: ClusterProviderConfig, name: %s}, podCIDRs: [10.%d.0.0/16], wireguardCIDR: 10.%d.0.0/16, serviceCIDR: 10.%d.0.0/16, nodeCIDRs: [172.%d.0.0/16]}\n",
 			name, name, c+1, 100+c, 200+c, 16+c)
-		var inv strings.Builder
-		fmt.Fprintf(&inv, "apiVersion: kube.kilomesh.io/v1alpha1\nkind: NodeInventory\nmetadata: {name: %s}\nstatus:\n  conditions: [{type: Ready, status: \"True\"}, {type: Synced, status: \"True\"}]\n  atProvider:\n    observedAt: \"2026-11-22T01:00:00Z\"\n    nodes:\n", name)
+		inv := mustYAML(tb, fmt.Sprintf("apiVersion: kube.kilomesh.io/v1alpha1\nkind: NodeInventory\nmetadata: {name: %s}\nstatus:\n  conditions: [{type: Ready, status: \"True\"}, {type: Synced, status: \"True\"}]\n  atProvider:\n    observedAt: \"2026-11-22T01:00:00Z\"\n", name))
+		all := make([]nodefixture.Node, 0, nodes)
 		for n := range nodes {
 			var k [32]byte
 			k[0], k[1], k[2], k[3] = byte(c), byte(n>>8), byte(n), 1
-			fmt.Fprintf(&inv, "    - {name: node-%04d, podCIDRs: [10.%d.%d.%d/28], externalIPs: [100.%d.%d.%d], ready: true, kilo: {key: %s, wireguardIP: 10.%d.%d.%d/16, endpoint: \"100.%d.%d.%d:51820\", internalIP: 172.%d.%d.%d/16}}\n",
-				n, c+1, n/16, (n%16)*16, 64+c, n/250, n%250+1, kilov1alpha1.EncodeKey(k), 100+c, n/250, n%250+1, 64+c, n/250, n%250+1, 16+c, n/250, n%250+1)
+			host := fmt.Sprintf("%d.%d", n/250, n%250+1)
+			all = append(all, inventoryNode(fmt.Sprintf("node-%04d", n), kilov1alpha1.EncodeKey(k),
+				fmt.Sprintf("10.%d.%d.%d/28", c+1, n/16, (n%16)*16), fmt.Sprintf("10.%d.%s/16", 100+c, host), fmt.Sprintf("100.%d.%s", 64+c, host)).
+				With(kilov1alpha1.AnnotationInternalIP, fmt.Sprintf("172.%d.%s/16", 16+c, host)))
 		}
-		observed[prefixInventory+name] = &fnv1.Resource{Resource: mustYAML(tb, inv.String())}
+		get(inv, "status", "atProvider").GetStructValue().Fields["nodes"] = nodefixture.Structs(inventoryObservedAt, all...)
+		observed[prefixInventory+name] = &fnv1.Resource{Resource: inv}
 	}
 	required := map[string]*fnv1.Resources{}
 	for c := range clusters {

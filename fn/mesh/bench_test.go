@@ -5,11 +5,12 @@ import (
 	"fmt"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	kilov1alpha1 "github.com/kilomesh/kilomesh/apis/kilo/v1alpha1"
-	kubev1alpha1 "github.com/kilomesh/kilomesh/apis/kube/v1alpha1"
 	meshv1alpha1 "github.com/kilomesh/kilomesh/apis/mesh/v1alpha1"
+	"github.com/kilomesh/kilomesh/internal/testing/nodefixture"
 )
 
 // benchInput is a mesh of clusters x nodes, every node its own segment.
@@ -32,19 +33,17 @@ func benchInput(clusters, nodes int) *Input {
 		for n := range nodes {
 			var k [32]byte
 			k[0], k[1], k[2], k[3] = byte(c), byte(n>>8), byte(n), 1
-			obs.Nodes = append(obs.Nodes, kubev1alpha1.ObservedNode{
-				Name:        fmt.Sprintf("node-%04d", n),
-				PodCIDRs:    []string{fmt.Sprintf("10.%d.%d.%d/28", c+1, n/16, (n%16)*16)},
-				InternalIPs: []string{fmt.Sprintf("172.%d.%d.%d", 16+c, n/250, n%250+1)},
-				ExternalIPs: []string{fmt.Sprintf("100.%d.%d.%d", 64+c, n/250, n%250+1)},
-				Ready:       true,
-				Kilo: &kubev1alpha1.KiloAnnotations{
-					Key:         kilov1alpha1.EncodeKey(k),
-					WireguardIP: fmt.Sprintf("10.%d.%d.%d/16", 100+c, n/250, n%250+1),
-					Endpoint:    fmt.Sprintf("100.%d.%d.%d:51820", 64+c, n/250, n%250+1),
-					InternalIP:  fmt.Sprintf("172.%d.%d.%d/16", 16+c, n/250, n%250+1),
-				},
-			})
+			host := fmt.Sprintf("%d.%d", n/250, n%250+1)
+			node := nodefixture.New(fmt.Sprintf("node-%04d", n)).
+				Pods(fmt.Sprintf("10.%d.%d.%d/28", c+1, n/16, (n%16)*16)).
+				Internal(fmt.Sprintf("172.%d.%s", 16+c, host)).
+				External(fmt.Sprintf("100.%d.%s", 64+c, host)).
+				With(kilov1alpha1.AnnotationKey, kilov1alpha1.EncodeKey(k)).
+				With(kilov1alpha1.AnnotationWireguardIP, fmt.Sprintf("10.%d.%s/16", 100+c, host)).
+				With(kilov1alpha1.AnnotationEndpoint, fmt.Sprintf("100.%d.%s:51820", 64+c, host)).
+				With(kilov1alpha1.AnnotationInternalIP, fmt.Sprintf("172.%d.%s/16", 16+c, host)).
+				Reported(corev1.ConditionTrue).Seen(now.Time)
+			obs.Nodes = append(obs.Nodes, node.ObservedAt(now.Time))
 		}
 		in.Observations[name] = obs
 	}

@@ -7,10 +7,10 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	kubev1alpha1 "github.com/kilomesh/kilomesh/apis/kube/v1alpha1"
 	meshv1alpha1 "github.com/kilomesh/kilomesh/apis/mesh/v1alpha1"
+	"github.com/kilomesh/kilomesh/internal/testing/nodefixture"
 )
 
 // a1 is the node of cluster a that passes every check; the cases below add
@@ -516,12 +516,11 @@ func TestTransientSegmentNoLeader(t *testing.T) {
 // resync after the heartbeat went stale), while it is still listed as
 // skipped.
 func TestStaleNodeSettles(t *testing.T) {
-	now := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
+	// The plan's time is the inventory's: since is a heartbeat that stopped
+	// so long ago that the inventory says the node has been stale for d.
+	now := observedAt.Time
 	since := func(d time.Duration) nodeOpt {
-		return func(n *kubev1alpha1.ObservedNode) {
-			n.Stale = true
-			n.StaleSince = &metav1.Time{Time: now.Add(-d)}
-		}
+		return func(n *nodefixture.Node) { *n = n.Seen(now.Add(-d - nodefixture.StaleAfter)) }
 	}
 	cases := map[string]struct {
 		reason      string

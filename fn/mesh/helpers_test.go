@@ -6,11 +6,13 @@ import (
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	kilov1alpha1 "github.com/kilomesh/kilomesh/apis/kilo/v1alpha1"
 	kubev1alpha1 "github.com/kilomesh/kilomesh/apis/kube/v1alpha1"
 	meshv1alpha1 "github.com/kilomesh/kilomesh/apis/mesh/v1alpha1"
+	"github.com/kilomesh/kilomesh/internal/testing/nodefixture"
 )
 
 // Builders shared by the tests of this package. They keep table cases to the
@@ -113,98 +115,83 @@ func clusterC() meshv1alpha1.Cluster {
 	return memberCluster("c", "10.3.0.0/16", "10.43.0.0/16", withNodeCIDRs("192.168.32.0/20"))
 }
 
-type nodeOpt func(*kubev1alpha1.ObservedNode)
+// A nodeOpt changes the Node of a test: what Kilo and the kubelet leave on
+// it, from which the tests build what an inventory publishes of it.
+type nodeOpt func(*nodefixture.Node)
 
-func kiloOf(n *kubev1alpha1.ObservedNode) *kubev1alpha1.KiloAnnotations {
-	if n.Kilo == nil {
-		n.Kilo = &kubev1alpha1.KiloAnnotations{}
-	}
-	return n.Kilo
+// annotation sets one of Kilo's annotations, even to an empty value.
+func annotation(k, v string) nodeOpt {
+	return func(n *nodefixture.Node) { *n = n.With(k, v) }
 }
 
-// observedNode is a Ready node with the given options and nothing else.
+// observedNode is what an inventory publishes at observedAt of a Ready node
+// with a fresh heartbeat, the given options and nothing else.
 func observedNode(name string, opts ...nodeOpt) kubev1alpha1.ObservedNode {
-	n := kubev1alpha1.ObservedNode{Name: name, Ready: true}
+	n := nodefixture.New(name).Reported(corev1.ConditionTrue).Seen(observedAt.Time)
 	for _, o := range opts {
 		o(&n)
 	}
-	return n
+	return n.ObservedAt(observedAt.Time)
 }
 
 func podCIDRs(p ...string) nodeOpt {
-	return func(n *kubev1alpha1.ObservedNode) { n.PodCIDRs = p }
+	return func(n *nodefixture.Node) { *n = n.Pods(p...) }
 }
 
-func wgIP(s string) nodeOpt {
-	return func(n *kubev1alpha1.ObservedNode) { kiloOf(n).WireguardIP = s }
-}
+func wgIP(s string) nodeOpt { return annotation(kilov1alpha1.AnnotationWireguardIP, s) }
 
-func pubKey(s string) nodeOpt {
-	return func(n *kubev1alpha1.ObservedNode) { kiloOf(n).Key = s }
-}
+func pubKey(s string) nodeOpt { return annotation(kilov1alpha1.AnnotationKey, s) }
 
 func keyN(k byte) nodeOpt { return pubKey(testKey(k)) }
 
 func externalIPs(ips ...string) nodeOpt {
-	return func(n *kubev1alpha1.ObservedNode) { n.ExternalIPs = ips }
+	return func(n *nodefixture.Node) { *n = n.External(ips...) }
 }
 
 // statusInternalIPs sets the Node's InternalIP addresses, which Kilo does not
 // route and neither does the mesh.
 func statusInternalIPs(ips ...string) nodeOpt {
-	return func(n *kubev1alpha1.ObservedNode) { n.InternalIPs = ips }
+	return func(n *nodefixture.Node) { *n = n.Internal(ips...) }
 }
 
 // internalIP sets kilo.squat.ai/internal-ip, the address Kilo routes, as a
 // CIDR like Kilo writes it.
-func internalIP(s string) nodeOpt {
-	return func(n *kubev1alpha1.ObservedNode) { kiloOf(n).InternalIP = s }
-}
+func internalIP(s string) nodeOpt { return annotation(kilov1alpha1.AnnotationInternalIP, s) }
 
-func forceInternalIP(s string) nodeOpt {
-	return func(n *kubev1alpha1.ObservedNode) { kiloOf(n).ForceInternalIP = s }
-}
+func forceInternalIP(s string) nodeOpt { return annotation(kilov1alpha1.AnnotationForceInternalIP, s) }
 
 // volunteer sets kilo.squat.ai/leader.
-func volunteer() nodeOpt {
-	return func(n *kubev1alpha1.ObservedNode) { kiloOf(n).Leader = "true" }
-}
+func volunteer() nodeOpt { return annotation(kilov1alpha1.AnnotationLeader, "true") }
 
-// stale marks a node whose Kilo heartbeat is too old.
+// stale removes the node's Kilo heartbeat: it is stale, and the inventory
+// does not say since when.
 func stale() nodeOpt {
-	return func(n *kubev1alpha1.ObservedNode) { n.Stale = true }
+	return func(n *nodefixture.Node) { *n = n.Without(kilov1alpha1.AnnotationLastSeen) }
 }
 
 func locationIPs(s string) nodeOpt {
-	return func(n *kubev1alpha1.ObservedNode) { kiloOf(n).AllowedLocationIPs = s }
+	return annotation(kilov1alpha1.AnnotationAllowedLocationIPs, s)
 }
 
-func location(s string) nodeOpt {
-	return func(n *kubev1alpha1.ObservedNode) { n.Location = s }
-}
+// location sets kilo.squat.ai/location, which wins over the region label.
+func location(s string) nodeOpt { return annotation(kilov1alpha1.AnnotationLocation, s) }
 
 func clustermeshEndpoint(s string) nodeOpt {
-	return func(n *kubev1alpha1.ObservedNode) { kiloOf(n).ClustermeshEndpoint = s }
+	return annotation(kilov1alpha1.AnnotationClustermeshEndpoint, s)
 }
 
-func forceEndpoint(s string) nodeOpt {
-	return func(n *kubev1alpha1.ObservedNode) { kiloOf(n).ForceEndpoint = s }
-}
+func forceEndpoint(s string) nodeOpt { return annotation(kilov1alpha1.AnnotationForceEndpoint, s) }
 
-func kiloEndpoint(s string) nodeOpt {
-	return func(n *kubev1alpha1.ObservedNode) { kiloOf(n).Endpoint = s }
-}
+func kiloEndpoint(s string) nodeOpt { return annotation(kilov1alpha1.AnnotationEndpoint, s) }
 
-func granularity(s string) nodeOpt {
-	return func(n *kubev1alpha1.ObservedNode) { kiloOf(n).Granularity = s }
-}
+func granularity(s string) nodeOpt { return annotation(kilov1alpha1.AnnotationGranularity, s) }
 
 func nodeKeepalive(s string) nodeOpt {
-	return func(n *kubev1alpha1.ObservedNode) { kiloOf(n).PersistentKeepalive = s }
+	return annotation(kilov1alpha1.AnnotationPersistentKeepalive, s)
 }
 
 func discovered(s string) nodeOpt {
-	return func(n *kubev1alpha1.ObservedNode) { kiloOf(n).DiscoveredEndpoints = s }
+	return annotation(kilov1alpha1.AnnotationDiscoveredEndpoints, s)
 }
 
 // leaderNode is a node that passes every check: one pod CIDR, a WireGuard

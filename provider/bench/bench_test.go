@@ -56,6 +56,7 @@ import (
 
 	kilov1alpha1 "github.com/kilomesh/kilomesh/apis/kilo/v1alpha1"
 	"github.com/kilomesh/kilomesh/apis/kube/v1alpha1"
+	"github.com/kilomesh/kilomesh/internal/testing/nodefixture"
 	"github.com/kilomesh/kilomesh/provider/internal/clients"
 	pcontroller "github.com/kilomesh/kilomesh/provider/internal/controller"
 	"github.com/kilomesh/kilomesh/provider/internal/testenv"
@@ -281,8 +282,9 @@ func nodeName(i int) string { return fmt.Sprintf("node-%05d", i) }
 // JSON): labels, annotations, capacity, conditions, node info and images.
 func realNode(i int) *corev1.Node {
 	name := nodeName(i)
-	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{
-		Name: name,
+	n := nodefixture.Node{
+		Name:     name,
+		PodCIDRs: []string{fmt.Sprintf("10.%d.%d.0/24", 100+i/256, i%256)},
 		Labels: map[string]string{
 			"beta.kubernetes.io/arch": "amd64", "beta.kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64",
 			"kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "node.kubernetes.io/instance-type": "m6i.large",
@@ -301,9 +303,7 @@ func realNode(i int) *corev1.Node {
 			"volumes.kubernetes.io/controller-managed-attach-detach": "true",
 			"csi.volume.kubernetes.io/nodeid":                        fmt.Sprintf(`{"ebs.csi.aws.com":"i-%017d"}`, i),
 		},
-	}}
-	n.Spec.PodCIDR = fmt.Sprintf("10.%d.%d.0/24", 100+i/256, i%256)
-	n.Spec.PodCIDRs = []string{n.Spec.PodCIDR}
+	}.Object()
 	n.Spec.ProviderID = fmt.Sprintf("aws:///eu-west-1a/i-%017d", i)
 	return n
 }

@@ -34,6 +34,7 @@ import (
 
 	kilov1alpha1 "github.com/kilomesh/kilomesh/apis/kilo/v1alpha1"
 	"github.com/kilomesh/kilomesh/apis/kube/v1alpha1"
+	"github.com/kilomesh/kilomesh/internal/testing/nodefixture"
 )
 
 // now is the clock of every test: 2026-11-22T01:00:00Z.
@@ -42,8 +43,9 @@ var now = time.Date(2026, 11, 22, 1, 0, 0, 0, time.UTC)
 // seen returns a heartbeat ago before now.
 func seen(ago time.Duration) string { return strconv.FormatInt(now.Add(-ago).Unix(), 10) }
 
+// node is a Node only created through the API, with these annotations.
 func node(name string, ann map[string]string) *corev1.Node {
-	return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: ann}}
+	return nodefixture.Node{Name: name, Annotations: ann}.Object()
 }
 
 // fresh is a Node whose heartbeat is 10 s old.
@@ -77,9 +79,9 @@ func TestObserveNodes(t *testing.T) {
 		"Selector": {
 			reason: "Only Nodes the selector selects are published.",
 			args: args{sel: labels.SelectorFromSet(labels.Set{"role": "edge"}), nodes: []*corev1.Node{
-				{ObjectMeta: metav1.ObjectMeta{Name: "a", Labels: map[string]string{"role": "edge"}, Annotations: fresh("a").Annotations}},
-				{ObjectMeta: metav1.ObjectMeta{Name: "b", Labels: map[string]string{"role": "core"}}},
-				{ObjectMeta: metav1.ObjectMeta{Name: "c"}},
+				nodefixture.New("a").Label("role", "edge").Seen(now.Add(-10 * time.Second)).Object(),
+				nodefixture.New("b").Label("role", "core").Object(),
+				nodefixture.New("c").Object(),
 			}},
 			want: []v1alpha1.ObservedNode{{Name: "a"}},
 		},
@@ -240,7 +242,7 @@ func TestObserveNodes(t *testing.T) {
 				fresh(strings.Repeat("a", MaxNameBytes+1)),
 				Slim(fresh(strings.Repeat("b", 1<<20))),
 				fresh("Upper"),
-				{ObjectMeta: metav1.ObjectMeta{Name: "ok", Labels: map[string]string{"role": "edge"}, Annotations: fresh("ok").Annotations}},
+				nodefixture.New("ok").Label("role", "edge").Seen(now.Add(-10 * time.Second)).Object(),
 			}},
 			want: []v1alpha1.ObservedNode{{Name: "ok"}},
 			cut:  ReasonBadName,
@@ -399,7 +401,7 @@ func TestNextStale(t *testing.T) {
 			sel:    labels.SelectorFromSet(labels.Set{"role": "edge"}),
 			nodes: []*corev1.Node{
 				node("a", map[string]string{kilov1alpha1.AnnotationLastSeen: seen(40 * time.Second)}),
-				{ObjectMeta: metav1.ObjectMeta{Name: "b", Labels: map[string]string{"role": "edge"}, Annotations: map[string]string{kilov1alpha1.AnnotationLastSeen: seen(10 * time.Second)}}},
+				nodefixture.New("b").Label("role", "edge").Seen(now.Add(-10 * time.Second)).Object(),
 			},
 			want: want{at: now.Add(50 * time.Second), ok: true},
 		},

@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	kilov1alpha1 "github.com/kilomesh/kilomesh/apis/kilo/v1alpha1"
+	"github.com/kilomesh/kilomesh/internal/testing/nodefixture"
 )
 
 // keyring makes key pairs from seeds and holds their private keys, as the
@@ -97,17 +98,13 @@ func create(ctx context.Context, t *testing.T, c client.Client, objs ...client.O
 }
 
 func kiloNode(name, pod, internal, endpoint, granularity string, keys keyring) *corev1.Node {
-	return &corev1.Node{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: map[string]string{
-			kilov1alpha1.AnnotationKey:         keys.key(name),
-			kilov1alpha1.AnnotationInternalIP:  internal,
-			kilov1alpha1.AnnotationEndpoint:    endpoint,
-			kilov1alpha1.AnnotationGranularity: granularity,
-			kilov1alpha1.AnnotationLocation:    "dc1",
-			kilov1alpha1.AnnotationLastSeen:    strconv.FormatInt(time.Now().Unix(), 10),
-		}},
-		Spec: corev1.NodeSpec{PodCIDR: pod, PodCIDRs: []string{pod}},
-	}
+	return nodefixture.New(name).Pods(pod).
+		With(kilov1alpha1.AnnotationKey, keys.key(name)).
+		With(kilov1alpha1.AnnotationInternalIP, internal).
+		With(kilov1alpha1.AnnotationEndpoint, endpoint).
+		With(kilov1alpha1.AnnotationGranularity, granularity).
+		With(kilov1alpha1.AnnotationLocation, "dc1").
+		Seen(time.Now()).Object()
 }
 
 func peer(name, key, endpointIP, endpointDNS string, port uint32, allowed ...string) *kilov1alpha1.Peer {

@@ -58,11 +58,9 @@ const rollBase = 500
 func scaleNode(i, j int, key string) fixture.Node {
 	name := fmt.Sprintf("scale-%c-%02d", 'a'+rune(i), j)
 	host := fmt.Sprintf("%d.%d", j/250, j%250+1)
-	n := fixture.Full(name, fmt.Sprintf("10.%d.%d.%d/26", 150+i, j/4, j%4*64), fmt.Sprintf("172.%d.%s", 20+i, host), fmt.Sprintf("10.%d.%s/16", 160+i, host))
 	ep := fmt.Sprintf("100.%d.%s", 64+i, host)
-	n.ExternalIPs = []string{ep}
-	n.Labels[labelScale] = "true"
-	n = n.With(kilov1alpha1.AnnotationEndpoint, ep+":51820")
+	n := fixture.Full(name, fmt.Sprintf("10.%d.%d.%d/26", 150+i, j/4, j%4*64), fmt.Sprintf("172.%d.%s", 20+i, host), fmt.Sprintf("10.%d.%s/16", 160+i, host)).
+		External(ep).Label(labelScale, "true").With(kilov1alpha1.AnnotationEndpoint, ep+":51820")
 	if key != "" {
 		n = n.With(kilov1alpha1.AnnotationKey, key)
 	}

@@ -40,6 +40,7 @@ import (
 
 	kilov1alpha1 "github.com/kilomesh/kilomesh/apis/kilo/v1alpha1"
 	"github.com/kilomesh/kilomesh/apis/kube/v1alpha1"
+	"github.com/kilomesh/kilomesh/internal/testing/nodefixture"
 	"github.com/kilomesh/kilomesh/provider/internal/remote"
 	"github.com/kilomesh/kilomesh/provider/internal/testenv"
 	inv "github.com/kilomesh/kilomesh/provider/inventory"
@@ -227,7 +228,9 @@ func TestHostileMember(t *testing.T) {
 	ctx := t.Context()
 	future := strconv.FormatInt(time.Now().Add(time.Hour).Unix(), 10)
 	fresh := func(name string) corev1.Node {
-		return corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, ResourceVersion: "1", Annotations: map[string]string{kilov1alpha1.AnnotationLastSeen: future}}}
+		n := nodefixture.New(name).With(kilov1alpha1.AnnotationLastSeen, future).Object()
+		n.ResourceVersion = "1"
+		return *n
 	}
 	cases := map[string]struct {
 		reason string

@@ -44,6 +44,7 @@ import (
 
 	kilov1alpha1 "github.com/kilomesh/kilomesh/apis/kilo/v1alpha1"
 	"github.com/kilomesh/kilomesh/apis/kube/v1alpha1"
+	"github.com/kilomesh/kilomesh/internal/testing/nodefixture"
 	"github.com/kilomesh/kilomesh/provider/internal/clients"
 	"github.com/kilomesh/kilomesh/provider/internal/remote"
 	"github.com/kilomesh/kilomesh/provider/internal/testenv"
@@ -57,21 +58,19 @@ const (
 	keyD = "RERERERERERERERERERERERERERERERERERERERERE0="
 )
 
-// node creates a Node in the member cluster and sets its status.
+// node creates a Node in the member cluster and sets its status: its
+// addresses exactly as given, in that order, and a Ready condition of
+// status ready unless ready is empty.
 func node(ctx context.Context, t *testing.T, c client.Client, name string, labels, annotations map[string]string, podCIDRs []string, addrs []corev1.NodeAddress, ready corev1.ConditionStatus) {
 	t.Helper()
-	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels, Annotations: annotations}}
-	n.Spec.PodCIDRs = podCIDRs
-	if len(podCIDRs) > 0 {
-		n.Spec.PodCIDR = podCIDRs[0]
-	}
+	n := nodefixture.Node{Name: name, Labels: labels, Annotations: annotations, PodCIDRs: podCIDRs, Ready: ready}.Object()
+	status := n.Status
+	n.Status = corev1.NodeStatus{}
 	if err := c.Create(ctx, n); err != nil {
 		t.Fatal(err)
 	}
+	n.Status = status
 	n.Status.Addresses = addrs
-	if ready != "" {
-		n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: ready, LastHeartbeatTime: metav1.Now()}}
-	}
 	if err := c.Status().Update(ctx, n); err != nil {
 		t.Fatal(err)
 	}

@@ -22,11 +22,11 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
 
+	"github.com/kilomesh/kilomesh/internal/testing/nodefixture"
 	"github.com/kilomesh/kilomesh/provider/internal/testenv"
 )
 
@@ -42,7 +42,7 @@ func TestMemberBehindDeadForwarder(t *testing.T) {
 		t.Skip(testenv.SkipMessage)
 	}
 	m := testenv.StartMember(t, testenv.MemberOptions{})
-	if err := m.Admin.Create(t.Context(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-a1"}}); err != nil {
+	if err := m.Admin.Create(t.Context(), nodefixture.New("node-a1").Object()); err != nil {
 		t.Fatal(err)
 	}
 	// The identity provider-kilomesh has in a member (examples/member-rbac.yaml),

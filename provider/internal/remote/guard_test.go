@@ -36,6 +36,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/kilomesh/kilomesh/internal/testing/nodefixture"
 )
 
 // nodes returns Nodes named n-00 to n-(count-1), with big labels a slim
@@ -43,10 +45,10 @@ import (
 func nodes(from, to int) []corev1.Node {
 	out := make([]corev1.Node, 0, to-from)
 	for i := from; i < to; i++ {
-		out = append(out, corev1.Node{
-			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("n-%02d", i), ResourceVersion: "1", Labels: map[string]string{"big": strings.Repeat("v", 60)}},
-			Status:     corev1.NodeStatus{Images: []corev1.ContainerImage{{Names: []string{strings.Repeat("i", 1000)}}}},
-		})
+		n := nodefixture.New(fmt.Sprintf("n-%02d", i)).Label("big", strings.Repeat("v", 60)).Object()
+		n.ResourceVersion = "1"
+		n.Status.Images = []corev1.ContainerImage{{Names: []string{strings.Repeat("i", 1000)}}}
+		out = append(out, *n)
 	}
 	return out
 }

@@ -28,38 +28,29 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	kilov1alpha1 "github.com/kilomesh/kilomesh/apis/kilo/v1alpha1"
+	"github.com/kilomesh/kilomesh/internal/testing/nodefixture"
 )
 
+// fullNode is a Node as a kubelet and Kilo leave it, with the fields an
+// inventory does not read: managed fields, capacity, images, other
+// conditions and the kubelet's heartbeat times.
 func fullNode(lastSeen string, heartbeat time.Time, rv string) *corev1.Node {
-	return &corev1.Node{
-		ObjectMeta: metav1.ObjectMeta{
-			Name:            "a",
-			UID:             "u",
-			ResourceVersion: rv,
-			Labels:          map[string]string{"role": "edge"},
-			Annotations: map[string]string{
-				kilov1alpha1.AnnotationKey:      "k",
-				kilov1alpha1.AnnotationLocation: "dc1",
-				kilov1alpha1.AnnotationLastSeen: lastSeen,
-				"node.alpha.kubernetes.io/ttl":  "0",
-			},
-			ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubelet"}},
-		},
-		Spec: corev1.NodeSpec{PodCIDR: "10.1.0.0/24", PodCIDRs: []string{"10.1.0.0/24"}, ProviderID: "kwok://a"},
-		Status: corev1.NodeStatus{
-			Capacity: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4")},
-			Addresses: []corev1.NodeAddress{
-				{Type: corev1.NodeHostName, Address: "a"},
-				{Type: corev1.NodeInternalIP, Address: "192.168.0.1"},
-				{Type: corev1.NodeExternalIP, Address: "203.0.113.1"},
-			},
-			Conditions: []corev1.NodeCondition{
-				{Type: corev1.NodeMemoryPressure, Status: corev1.ConditionFalse, LastHeartbeatTime: metav1.NewTime(heartbeat)},
-				{Type: corev1.NodeReady, Status: corev1.ConditionTrue, LastHeartbeatTime: metav1.NewTime(heartbeat), Reason: "KubeletReady"},
-			},
-			Images: []corev1.ContainerImage{{Names: []string{"big"}, SizeBytes: 1 << 30}},
-		},
-	}
+	n := nodefixture.New("a").Pods("10.1.0.0/24").Internal("192.168.0.1").External("203.0.113.1").
+		Label("role", "edge").
+		With(kilov1alpha1.AnnotationKey, "k").
+		With(kilov1alpha1.AnnotationLocation, "dc1").
+		With(kilov1alpha1.AnnotationLastSeen, lastSeen).
+		With("node.alpha.kubernetes.io/ttl", "0").
+		Reported(corev1.ConditionTrue).Object()
+	n.UID, n.ResourceVersion = "u", rv
+	n.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "kubelet"}}
+	n.Spec.ProviderID = "kwok://a"
+	n.Status.Capacity = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4")}
+	n.Status.Conditions[0].LastHeartbeatTime = metav1.NewTime(heartbeat)
+	n.Status.Conditions = append(n.Status.Conditions,
+		corev1.NodeCondition{Type: corev1.NodeMemoryPressure, Status: corev1.ConditionFalse, LastHeartbeatTime: metav1.NewTime(heartbeat)})
+	n.Status.Images = []corev1.ContainerImage{{Names: []string{"big"}, SizeBytes: 1 << 30}}
+	return n
 }
 
 func TestSlimNode(t *testing.T) {

@@ -36,6 +36,7 @@ import (
 
 	kilov1alpha1 "github.com/kilomesh/kilomesh/apis/kilo/v1alpha1"
 	"github.com/kilomesh/kilomesh/apis/kube/v1alpha1"
+	"github.com/kilomesh/kilomesh/internal/testing/nodefixture"
 	"github.com/kilomesh/kilomesh/provider/internal/remote"
 	inv "github.com/kilomesh/kilomesh/provider/inventory"
 )
@@ -74,7 +75,7 @@ func TestObserve(t *testing.T) {
 	in := func(s int64) time.Duration { return time.Unix(now.Unix()+s, 0).Sub(now) }
 	seen := func(ago time.Duration) string { return strconv.FormatInt(now.Add(-ago).Unix(), 10) }
 	nodeAt := func(ago time.Duration) *corev1.Node {
-		return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "a", Annotations: map[string]string{kilov1alpha1.AnnotationKey: "k", kilov1alpha1.AnnotationLastSeen: seen(ago)}}}
+		return nodefixture.New("a").With(kilov1alpha1.AnnotationKey, "k").With(kilov1alpha1.AnnotationLastSeen, seen(ago)).Object()
 	}
 	// nodeA's heartbeat is 10 s old: it turns stale in 50 s.
 	nodeA := nodeAt(10 * time.Second)
@@ -108,7 +109,7 @@ func TestObserve(t *testing.T) {
 	}{
 		"TooLarge": {
 			reason:   "A status too large for one object is refused with advice, keeping what was published.",
-			cluster:  &fakeCluster{nodes: []*corev1.Node{nodeA, {ObjectMeta: metav1.ObjectMeta{Name: "b"}}}},
+			cluster:  &fakeCluster{nodes: []*corev1.Node{nodeA, nodefixture.New("b").Object()}},
 			cr:       inventory(corev1.ConditionTrue, v1alpha1.NodeInventoryObservation{ObservedAt: &then}, nil),
 			maxBytes: 80,
 			want: want{
@@ -288,7 +289,7 @@ func TestObserve(t *testing.T) {
 		},
 		"Incomplete": {
 			reason:  "The bounds that left Nodes or foreign Peers out are published, those of the watch and those of the objects alike; a Node whose name no API server accepts is not published.",
-			cluster: &fakeCluster{nodes: []*corev1.Node{nodeA, {ObjectMeta: metav1.ObjectMeta{Name: "Not_A_Name"}}}, nodesCut: "more than 5000 Nodes", peersCut: "more than 16384 Peers"},
+			cluster: &fakeCluster{nodes: []*corev1.Node{nodeA, nodefixture.New("Not_A_Name").Object()}, nodesCut: "more than 5000 Nodes", peersCut: "more than 16384 Peers"},
 			cr:      inventory(corev1.ConditionTrue, v1alpha1.NodeInventoryObservation{ObservedAt: &then, NodeCount: 1, Nodes: observedA}, map[string]string{"mesh": "m"}),
 			want: want{
 				obs: managed.ExternalObservation{ResourceExists: true, ResourceUpToDate: true},

@@ -3,7 +3,9 @@
 package e2e
 
 import (
+	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -77,7 +79,7 @@ func testInstallPaths(ctx context.Context, t *testing.T) {
 				for _, m := range got.GetManagedFields() {
 					managers = append(managers, m.Manager+"/"+string(m.Operation))
 				}
-				return fmt.Errorf("%s %s is still there (written by %v, deletion %v)", o.GetKind(), o.GetName(), managers, got.GetDeletionTimestamp())
+				return fmt.Errorf("%s %s is still there (written by %v, deletion %v); its writes in the audit log: %s", o.GetKind(), o.GetName(), managers, got.GetDeletionTimestamp(), clusterRoleWrites(o))
 			}
 			if !kerrors.IsNotFound(err) {
 				return err
@@ -109,6 +111,12 @@ func testInstallPaths(ctx context.Context, t *testing.T) {
 	moved := time.Since(start)
 	left := slices.Sorted(maps.Keys(recreated))
 	t.Logf("ClusterRoles the aggregation controller created again as Helm deleted them, deleted by docs/install.md's block: %v", left)
+	for _, name := range left {
+		cr := &unstructured.Unstructured{}
+		cr.SetKind("ClusterRole")
+		cr.SetName(name)
+		t.Logf("writes of ClusterRole %s: %s", name, clusterRoleWrites(cr))
+	}
 
 	// provider-kubernetes as provider-kubernetes, from another registry:
 	// the stack's, under another path, named xpkg.upbound.io.
@@ -304,4 +312,47 @@ func apply(ctx context.Context, t *testing.T, docs string) {
 			t.Fatalf("%s %s: %v", u.GetKind(), u.GetName(), err)
 		}
 	}
+}
+
+// clusterRoleWrites lists the writes of a ClusterRole in the management
+// API server's audit log (test/stack/up.sh audits every write of a
+// ClusterRole): time, verb, user, user agent and response code. Other
+// kinds, and a log that cannot be read, give a note instead.
+func clusterRoleWrites(o *unstructured.Unstructured) string {
+	if o.GetKind() != "ClusterRole" {
+		return "(only ClusterRoles are audited)"
+	}
+	f, err := os.Open(filepath.Join(env.Dir, env.Management(), "audit.log"))
+	if err != nil {
+		return err.Error()
+	}
+	defer f.Close()
+	var out []string
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
+	for sc.Scan() {
+		var e struct {
+			Stage     string `json:"stage"`
+			Verb      string `json:"verb"`
+			UserAgent string `json:"userAgent"`
+			Received  string `json:"requestReceivedTimestamp"`
+			User      struct {
+				Username string `json:"username"`
+			} `json:"user"`
+			ObjectRef struct {
+				Name string `json:"name"`
+			} `json:"objectRef"`
+			ResponseStatus struct {
+				Code int `json:"code"`
+			} `json:"responseStatus"`
+		}
+		if json.Unmarshal(sc.Bytes(), &e) != nil || e.ObjectRef.Name != o.GetName() || e.Stage != "ResponseComplete" {
+			continue
+		}
+		out = append(out, fmt.Sprintf("%s %s by %s (%s): %d", e.Received, e.Verb, e.User.Username, e.UserAgent, e.ResponseStatus.Code))
+	}
+	if err := sc.Err(); err != nil {
+		out = append(out, err.Error())
+	}
+	return "[" + strings.Join(out, "; ") + "]"
 }

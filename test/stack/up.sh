@@ -240,6 +240,19 @@ for c in "${clusters[@]}"; do
   token[$c]=$(head -n1 "$d/tokens.csv" | cut -d, -f1)
   server=https://127.0.0.1:${api_port[$c]}
   stack_write_kubeconfig "$d/kubeconfig" "$c" "$c" "$server" "$d/ca.crt" "admin@$c" "${token[$c]}"
+  # Every write of a ClusterRole is audited (who, what, when): the
+  # aggregation controller and Helm race on Crossplane's ClusterRoles
+  # (docs/install.md), and a leftover is explained by its writers.
+  cat >"$d/audit-policy.yaml" <<'YAML'
+apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived]
+rules:
+- level: Metadata
+  verbs: [create, update, patch, delete, deletecollection]
+  resources: [{group: rbac.authorization.k8s.io, resources: [clusterroles]}]
+- level: None
+YAML
   stack_log "starting kube-apiserver of $c on $server"
   stack_start "$c-apiserver" "$STACK_BIN/kube-apiserver" \
     --etcd-servers="$etcd_url" \
@@ -257,6 +270,10 @@ for c in "${clusters[@]}"; do
     --service-cluster-ip-range="${svc_cidr[$c]}" \
     --enable-priority-and-fairness=false \
     --shutdown-watch-termination-grace-period=2s \
+    --audit-policy-file="$d/audit-policy.yaml" \
+    --audit-log-path="$d/audit.log" \
+    --audit-log-maxsize=50 \
+    --audit-log-maxbackup=1 \
     --profiling=false
   stack_set_ready "$c-apiserver" "$server/readyz" --cacert "$d/ca.crt" -H "Authorization: Bearer ${token[$c]}"
   i=$((i + 1))

@@ -138,6 +138,21 @@ func testServices(ctx context.Context, t *testing.T, mode string, ref meshRef) {
 	})
 	imported := time.Since(start)
 
+	// MCS's conditions on the export, and its labels on the imported
+	// EndpointSlices, which list the exporter's ready hello pods.
+	hello, err := meshpods.HelloPods(ctx, kube[svcExporter])
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(ctx, t, fmt.Sprintf("ServiceExport %s/%s of %s to be Valid, Ready and without conflict", ns, svcName, svcExporter), func() error {
+		return exportConditions(ctx, svcExporter, ns, svcName, map[string]string{
+			"Valid": "True/Valid", "Ready": "True/Exported", "Conflict": "False/NoConflicts", "kilomesh.io/EndpointsRefused": "False/AllRoutable",
+		})
+	})
+	waitFor(ctx, t, fmt.Sprintf("EndpointSlices of %s/%s in %s with MCS's labels and %s's hello pods", ns, svcName, svcImporter, svcExporter), func() error {
+		return importedSlices(ctx, svcImporter, ns, svcName, svcExporter, hello)
+	})
+
 	// The rooted name skips the pod's search path. DNS is asked only now:
 	// CoreDNS's cache would keep an earlier NXDOMAIN for the zone's
 	// negative TTL (5 s).
@@ -158,10 +173,6 @@ func testServices(ctx context.Context, t *testing.T, mode string, ref meshRef) {
 
 	// HTTP through the ClusterSet IP, by address and by name: a hello pod
 	// of the exporter answers.
-	hello, err := meshpods.HelloPods(ctx, kube[svcExporter])
-	if err != nil {
-		t.Fatal(err)
-	}
 	var answers []string
 	for _, u := range []string{"http://" + net.JoinHostPort(ip, "80") + "/", "http://" + name + "/"} {
 		var last string
@@ -183,6 +194,7 @@ func testServices(ctx context.Context, t *testing.T, mode string, ref meshRef) {
 	testHeadless(ctx, t, mode)
 	testResolvable(ctx, t, mode)
 	testServiceAttacks(ctx, t, mode, ref)
+	testPortConflict(ctx, t, mode)
 	testFailover(ctx, t, mode, name, hello)
 }
 
@@ -436,8 +448,10 @@ func resolvableIn(ctx context.Context, c, ns, name string, start time.Time) (too
 
 // Names of testServiceAttacks.
 const (
-	// mcsLabelServiceName names the Service of an imported EndpointSlice.
-	mcsLabelServiceName = "multicluster.kubernetes.io/service-name"
+	// mcsLabelServiceName names the Service of an imported EndpointSlice,
+	// mcsLabelSourceCluster the cluster ID of its exporter.
+	mcsLabelServiceName   = "multicluster.kubernetes.io/service-name"
+	mcsLabelSourceCluster = "multicluster.kubernetes.io/source-cluster"
 
 	undeclaredNS = "mesh-undeclared"
 	takenName    = "hello-taken"
@@ -617,6 +631,132 @@ func serviceProblem(ctx context.Context, ref meshRef, service, reason string) er
 		seen = append(seen, problems...)
 	}
 	return fmt.Errorf("problems reported: %v", seen)
+}
+
+// exportConditions fails unless member c's ServiceExport ns/name has
+// these conditions, by type: "status/reason".
+func exportConditions(ctx context.Context, c, ns, name string, want map[string]string) error {
+	e := mcsNamed("ServiceExport", ns, name)
+	if err := kube[c].Get(ctx, client.ObjectKeyFromObject(e), e); err != nil {
+		return err
+	}
+	got := map[string]string{}
+	for typ := range want {
+		if status, reason, _ := conditionOf(e, typ); status != "" {
+			got[typ] = status + "/" + reason
+		}
+	}
+	if !maps.Equal(got, want) {
+		return fmt.Errorf("conditions %v, want %v", got, want)
+	}
+	return nil
+}
+
+// importedSlices fails unless member c holds EndpointSlices of the import
+// ns/name with MCS's labels, the Service's name and the exporter's cluster
+// ID (the one the ServiceImport lists), whose ready addresses are the
+// exporter's pods, by name.
+func importedSlices(ctx context.Context, c, ns, name, exporter string, pods []string) error {
+	si := mcsNamed("ServiceImport", ns, name)
+	if err := kube[c].Get(ctx, client.ObjectKeyFromObject(si), si); err != nil {
+		return err
+	}
+	clusters, _, _ := unstructured.NestedSlice(si.Object, "status", "clusters")
+	if len(clusters) != 1 {
+		return fmt.Errorf("status.clusters %v, want %s alone", clusters, exporter)
+	}
+	m, _ := clusters[0].(map[string]any)
+	id, _ := m["cluster"].(string)
+	if !strings.HasPrefix(id, exporter+"-") {
+		return fmt.Errorf("cluster ID %q is not %s's", id, exporter)
+	}
+	l := &discoveryv1.EndpointSliceList{}
+	if err := kube[c].List(ctx, l, client.InNamespace(ns), client.MatchingLabels{mcsLabelServiceName: name}); err != nil {
+		return err
+	}
+	if len(l.Items) == 0 {
+		return errors.New("no EndpointSlice with " + mcsLabelServiceName + "=" + name)
+	}
+	podIPs := map[string]string{}
+	list := &corev1.PodList{}
+	if err := kube[exporter].List(ctx, list, client.InNamespace(ns), client.MatchingLabels{"app": svcName}); err != nil {
+		return err
+	}
+	for _, p := range list.Items {
+		podIPs[p.Status.PodIP] = p.Name
+	}
+	var got []string
+	for _, es := range l.Items {
+		if src := es.Labels[mcsLabelSourceCluster]; src != id {
+			return fmt.Errorf("EndpointSlice %s has %s=%q, want %q", es.Name, mcsLabelSourceCluster, src, id)
+		}
+		for _, ep := range es.Endpoints {
+			if ep.Conditions.Ready != nil && *ep.Conditions.Ready {
+				for _, a := range ep.Addresses {
+					got = append(got, podIPs[a])
+				}
+			}
+		}
+	}
+	slices.Sort(got)
+	want := slices.Sorted(slices.Values(pods))
+	if !slices.Equal(got, want) {
+		return fmt.Errorf("ready endpoints are the pods %v, want %v", got, want)
+	}
+	return nil
+}
+
+// testPortConflict exports from svcSecond a Service of the name of one of
+// svcExporter's exports, with another port. MCS resolves a conflict of
+// properties by the oldest export: svcSecond's export reports
+// Conflict=True (PortConflict), and the importer's ServiceImport keeps
+// svcExporter's port while it lists both exporters, whose endpoints it
+// imports alike. The Service and its export go at the end.
+func testPortConflict(ctx context.Context, t *testing.T, mode string) {
+	ns := meshpods.Namespace
+	name := resolveNames()[1]
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec: corev1.ServiceSpec{
+			Selector: map[string]string{"app": svcName},
+			Ports:    []corev1.ServicePort{{Name: "http", Port: 81, TargetPort: intstr.FromInt32(8080)}},
+		},
+	}
+	for _, o := range []client.Object{svc, mcsNamed("ServiceExport", ns, name)} {
+		if err := kube[svcSecond].Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			if err := client.IgnoreNotFound(kube[svcSecond].Delete(ctx, o)); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	start := time.Now()
+	waitFor(ctx, t, fmt.Sprintf("ServiceExport %s/%s of %s to report the port conflict", ns, name, svcSecond), func() error {
+		return exportConditions(ctx, svcSecond, ns, name, map[string]string{"Valid": "True/Valid", "Conflict": "True/PortConflict"})
+	})
+	waitFor(ctx, t, fmt.Sprintf("ServiceImport %s/%s in %s from %s and %s, on %s's port 80", ns, name, svcImporter, svcExporter, svcSecond, svcExporter), func() error {
+		si := mcsNamed("ServiceImport", ns, name)
+		if err := kube[svcImporter].Get(ctx, client.ObjectKeyFromObject(si), si); err != nil {
+			return err
+		}
+		clusters, _, _ := unstructured.NestedSlice(si.Object, "status", "clusters")
+		ports, _, _ := unstructured.NestedSlice(si.Object, "spec", "ports")
+		if len(clusters) != 2 || len(ports) != 1 {
+			return fmt.Errorf("status.clusters %v, spec.ports %v", clusters, ports)
+		}
+		p, _ := ports[0].(map[string]any)
+		if port, _ := p["port"].(int64); port != 80 {
+			return fmt.Errorf("spec.ports %v, want port 80 of %s's export, the oldest", ports, svcExporter)
+		}
+		return nil
+	})
+	if err := exportConditions(ctx, svcExporter, ns, name, map[string]string{"Ready": "True/Exported"}); err != nil {
+		t.Errorf("%s's export, the oldest: %v", svcExporter, err)
+	}
+	report.notef("%s: Services across the mesh, a port conflict: %s exports %s/%s on port 81, %s on 80 since earlier; %s's export reports Conflict=True (PortConflict) and %s imports both on port 80, %.1fs after the second export",
+		mode, svcSecond, ns, name, svcExporter, svcSecond, svcImporter, time.Since(start).Seconds())
 }
 
 // svcSecond exports the same Service as svcExporter in the failover part

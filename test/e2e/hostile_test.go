@@ -276,15 +276,13 @@ func refusedSet(ctx context.Context, ns, name string) error {
 	})
 }
 
+// retryFor retries check a second apart until it returns nil, for at most
+// timeout.
 func retryFor(ctx context.Context, timeout time.Duration, check func() error) error {
-	deadline := time.Now().Add(timeout)
-	for {
+	return poll(ctx, timeout, time.Second, func() (bool, error) {
 		err := check()
-		if err == nil || time.Now().After(deadline) || ctx.Err() != nil {
-			return err
-		}
-		time.Sleep(time.Second)
-	}
+		return err == nil, err
+	})
 }
 
 func countNil(m map[string]error) int {

@@ -341,36 +341,14 @@ func testResolvable(ctx context.Context, t *testing.T, mode string) {
 	}
 	names := resolveNames()
 	for _, name := range names {
-		svc := &corev1.Service{
-			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
-			Spec: corev1.ServiceSpec{
-				Selector: map[string]string{"app": svcName},
-				Ports:    []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromInt32(8080)}},
-			},
-		}
-		if err := kube[svcExporter].Create(ctx, svc); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			if err := client.IgnoreNotFound(kube[svcExporter].Delete(ctx, svc)); err != nil {
-				t.Error(err)
-			}
-		})
+		createUndone(ctx, t, svcExporter, helloService(ns, name, 80))
 	}
 	var all []time.Duration
 	each := map[string][]time.Duration{}
 	early := 0 // first asks answered before CoreDNS had the import
 	for _, name := range names {
-		export := mcsNamed("ServiceExport", ns, name)
 		start := time.Now()
-		if err := kube[svcExporter].Create(ctx, export); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			if err := client.IgnoreNotFound(kube[svcExporter].Delete(ctx, mcsNamed("ServiceExport", ns, name))); err != nil {
-				t.Error(err)
-			}
-		})
+		createUndone(ctx, t, svcExporter, mcsNamed("ServiceExport", ns, name))
 		took := make([]time.Duration, len(importers))
 		missed := make([]bool, len(importers))
 		errs := make([]error, len(importers))
@@ -409,41 +387,36 @@ func testResolvable(ctx context.Context, t *testing.T, mode string) {
 // name was answered without the IP: it came between the import's
 // creation and its arrival in c's CoreDNS.
 func resolvableIn(ctx context.Context, c, ns, name string, start time.Time) (took time.Duration, missed bool, err error) {
-	ctx, cancel := context.WithTimeout(ctx, convergeTimeout)
-	defer cancel()
 	fqdn := fmt.Sprintf("%s.%s.svc.clusterset.local.", name, ns)
 	var ip string
-	var last error
 	asked := 0
-	for {
+	err = poll(ctx, convergeTimeout, 100*time.Millisecond, func() (bool, error) {
 		if ip == "" {
 			si := mcsNamed("ServiceImport", ns, name)
-			last = kube[c].Get(ctx, client.ObjectKeyFromObject(si), si)
-			if last == nil {
-				if ips, _, _ := unstructured.NestedStringSlice(si.Object, "spec", "ips"); len(ips) > 0 {
-					ip = ips[0]
-				} else {
-					last = errors.New("the ServiceImport has no ips yet")
-				}
+			if err := kube[c].Get(ctx, client.ObjectKeyFromObject(si), si); err != nil {
+				return false, err
 			}
-		}
-		if ip != "" {
-			var out string
-			out, last = realPods.Ask(ctx, c, "/dns?name="+fqdn)
-			asked++
-			if last == nil {
-				if slices.Contains(strings.Fields(out), ip) {
-					return time.Since(start), asked > 1, nil
-				}
-				last = fmt.Errorf("it resolves to %q, not %s", strings.TrimSpace(out), ip)
+			ips, _, _ := unstructured.NestedStringSlice(si.Object, "spec", "ips")
+			if len(ips) == 0 {
+				return false, errors.New("the ServiceImport has no ips yet")
 			}
+			ip = ips[0]
 		}
-		select {
-		case <-ctx.Done():
-			return 0, false, fmt.Errorf("%s: %s not resolvable within %s: %w", c, fqdn, convergeTimeout, last)
-		case <-time.After(100 * time.Millisecond):
+		out, err := realPods.Ask(ctx, c, "/dns?name="+fqdn)
+		asked++
+		if err != nil {
+			return false, err
 		}
+		if !slices.Contains(strings.Fields(out), ip) {
+			return false, fmt.Errorf("it resolves to %q, not %s", strings.TrimSpace(out), ip)
+		}
+		took = time.Since(start)
+		return true, nil
+	})
+	if err != nil {
+		return 0, false, fmt.Errorf("%s: %s resolvable: %w", c, fqdn, err)
 	}
+	return took, asked > 1, nil
 }
 
 // Names of testServiceAttacks.
@@ -478,32 +451,13 @@ const (
 func testServiceAttacks(ctx context.Context, t *testing.T, mode string, ref meshRef) {
 	ns := meshpods.Namespace
 	other := "cluster-c" // the importer that keeps working
-	hello := func(ns, name string) *corev1.Service {
-		return &corev1.Service{
-			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
-			Spec: corev1.ServiceSpec{
-				Selector: map[string]string{"app": svcName},
-				Ports:    []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromInt32(8080)}},
-			},
-		}
-	}
-	create := func(c string, o client.Object) {
-		t.Helper()
-		if err := kube[c].Create(ctx, o); err != nil {
-			t.Fatalf("%s: %v", c, err)
-		}
-		t.Cleanup(func() {
-			if err := client.IgnoreNotFound(kube[c].Delete(ctx, o)); err != nil {
-				t.Errorf("%s: %v", c, err)
-			}
-		})
-	}
+	create := func(c string, o client.Object) { t.Helper(); createUndone(ctx, t, c, o) }
 
 	// An undeclared namespace, in every member.
 	for _, c := range meshMembers {
 		create(c, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: undeclaredNS}})
 	}
-	create(svcExporter, hello(undeclaredNS, svcName))
+	create(svcExporter, helloService(undeclaredNS, svcName, 80))
 	create(svcExporter, mcsNamed("ServiceExport", undeclaredNS, svcName))
 
 	// A hand-made ServiceImport in the importer, then the export of its
@@ -515,7 +469,7 @@ func testServiceAttacks(ctx context.Context, t *testing.T, mode string, ref mesh
 	if err := kube[svcImporter].Get(ctx, client.ObjectKeyFromObject(before), before); err != nil {
 		t.Fatal(err)
 	}
-	create(svcExporter, hello(ns, takenName))
+	create(svcExporter, helloService(ns, takenName, 80))
 	create(svcExporter, mcsNamed("ServiceExport", ns, takenName))
 
 	// An EndpointSlice of hello-00 with addresses the mesh must not send
@@ -633,6 +587,31 @@ func serviceProblem(ctx context.Context, ref meshRef, service, reason string) er
 	return fmt.Errorf("problems reported: %v", seen)
 }
 
+// helloService is a ClusterIP Service of meshpods' hello pods in ns,
+// named name, on port (to the pods' 8080).
+func helloService(ns, name string, port int32) *corev1.Service {
+	return &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec: corev1.ServiceSpec{
+			Selector: map[string]string{"app": svcName},
+			Ports:    []corev1.ServicePort{{Name: "http", Port: port, TargetPort: intstr.FromInt32(8080)}},
+		},
+	}
+}
+
+// createUndone creates o in member c, and deletes it when the test ends.
+func createUndone(ctx context.Context, t *testing.T, c string, o client.Object) {
+	t.Helper()
+	if err := kube[c].Create(ctx, o); err != nil {
+		t.Fatalf("%s: %v", c, err)
+	}
+	t.Cleanup(func() {
+		if err := client.IgnoreNotFound(kube[c].Delete(ctx, o)); err != nil {
+			t.Errorf("%s: %v", c, err)
+		}
+	})
+}
+
 // exportConditions fails unless member c's ServiceExport ns/name has
 // these conditions, by type: "status/reason".
 func exportConditions(ctx context.Context, c, ns, name string, want map[string]string) error {
@@ -715,23 +694,8 @@ func importedSlices(ctx context.Context, c, ns, name, exporter string, pods []st
 func testPortConflict(ctx context.Context, t *testing.T, mode string) {
 	ns := meshpods.Namespace
 	name := resolveNames()[1]
-	svc := &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
-		Spec: corev1.ServiceSpec{
-			Selector: map[string]string{"app": svcName},
-			Ports:    []corev1.ServicePort{{Name: "http", Port: 81, TargetPort: intstr.FromInt32(8080)}},
-		},
-	}
-	for _, o := range []client.Object{svc, mcsNamed("ServiceExport", ns, name)} {
-		if err := kube[svcSecond].Create(ctx, o); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			if err := client.IgnoreNotFound(kube[svcSecond].Delete(ctx, o)); err != nil {
-				t.Error(err)
-			}
-		})
-	}
+	createUndone(ctx, t, svcSecond, helloService(ns, name, 81))
+	createUndone(ctx, t, svcSecond, mcsNamed("ServiceExport", ns, name))
 	start := time.Now()
 	waitFor(ctx, t, fmt.Sprintf("ServiceExport %s/%s of %s to report the port conflict", ns, name, svcSecond), func() error {
 		return exportConditions(ctx, svcSecond, ns, name, map[string]string{"Valid": "True/Valid", "Conflict": "True/PortConflict"})

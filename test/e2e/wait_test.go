@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 )
@@ -17,19 +18,31 @@ import (
 // hung component; they are no performance assertion.
 func eventually(ctx context.Context, t testing.TB, what string, timeout, interval time.Duration, check func() (done bool, err error)) {
 	t.Helper()
+	if err := poll(ctx, timeout, interval, check); err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+}
+
+// poll is eventually's loop, for a goroutine, which cannot fail the test:
+// nil once check reports done, or an error that says the timeout and
+// wraps check's last error.
+func poll(ctx context.Context, timeout, interval time.Duration, check func() (done bool, err error)) error {
 	deadline := time.Now().Add(timeout)
 	for {
 		done, err := check()
 		if done {
-			return
+			return nil
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
 			if err != nil {
-				t.Fatalf("%s: not within %s; last: %v", what, timeout, err)
+				return fmt.Errorf("not within %s; last: %w", timeout, err)
 			}
-			t.Fatalf("%s: not within %s", what, timeout)
+			return fmt.Errorf("not within %s", timeout)
 		}
-		time.Sleep(interval)
+		select {
+		case <-ctx.Done():
+		case <-time.After(interval):
+		}
 	}
 }
 

@@ -85,13 +85,10 @@ func (b *breaker) last() (time.Time, float64) {
 func waitBreakerClosed(ctx context.Context, t *testing.T, ref meshRef) {
 	t.Helper()
 	start := time.Now()
-	for {
+	eventually(ctx, t, "no watch circuit breaker to open for a cooldown", xpBreaker.cooldown+convergeTimeout, time.Second, func() (bool, error) {
 		lo, _ := xpBreaker.last()
-		if lo.IsZero() || time.Since(lo) > xpBreaker.cooldown+2*time.Second {
-			break
-		}
-		time.Sleep(time.Second)
-	}
+		return lo.IsZero() || time.Since(lo) > xpBreaker.cooldown+2*time.Second, fmt.Errorf("a breaker opened at %s", lo.Format(time.RFC3339))
+	})
 	waited := time.Since(start)
 	if err := patchMesh(ctx, ref, fmt.Sprintf(`[{"op":"add","path":"/metadata/annotations","value":{"e2e.kilomesh.io/poke":%q}}]`, time.Now().UTC().Format(time.RFC3339Nano))); err != nil {
 		t.Fatal(err)

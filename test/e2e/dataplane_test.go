@@ -260,17 +260,14 @@ func setPaused(ctx context.Context, t *testing.T, u *unstructured.Unstructured, 
 	if err := mgmt.Patch(ctx, u, client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"annotations":{"crossplane.io/paused":`+v+`}}}`))); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(convergeTimeout)
 	touched := time.Now()
-	for {
+	eventually(ctx, t, fmt.Sprintf("%s %s to say it is paused (%v)", u.GetKind(), u.GetName(), on), convergeTimeout, 300*time.Millisecond, func() (bool, error) {
 		if err := mgmt.Get(ctx, client.ObjectKeyFromObject(u), u); err != nil {
 			t.Fatal(err)
 		}
-		if _, reason, _ := conditionOf(u, "Synced"); (reason == "ReconcilePaused") == on {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s %s did not say it is paused (%v) within %s", u.GetKind(), u.GetName(), on, convergeTimeout)
+		_, reason, _ := conditionOf(u, "Synced")
+		if (reason == "ReconcilePaused") == on {
+			return true, nil
 		}
 		if !on && time.Since(touched) > 5*time.Second {
 			poke := fmt.Sprintf(`{"metadata":{"annotations":{"e2e.kilomesh.io/poke":%q}}}`, time.Now().UTC().Format(time.RFC3339Nano))
@@ -279,8 +276,8 @@ func setPaused(ctx context.Context, t *testing.T, u *unstructured.Unstructured, 
 			}
 			touched = time.Now()
 		}
-		time.Sleep(300 * time.Millisecond)
-	}
+		return false, fmt.Errorf("Synced reason %q", reason)
+	})
 }
 
 // resumeOnFailure resumes a paused resource when the test fails before it

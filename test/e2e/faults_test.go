@@ -165,26 +165,28 @@ func memberServer(member string) string {
 // error quoting the conditions when none comes. Crossplane's list of unready
 // composed resources does not count: it names resources, not a cause.
 func problem(ctx context.Context, ref meshRef, cluster string, timeout time.Duration, keywords ...string) error {
-	deadline := time.Now().Add(timeout)
-	var last []string
-	for time.Now().Before(deadline) {
+	err := poll(ctx, timeout, time.Second, func() (bool, error) {
 		u, _, err := stack.GetMesh(ctx, mgmt, ref.ns, ref.name)
-		if err == nil {
-			last = conditions(u)
-			for _, c := range last {
-				if strings.Contains(c, "=True ") || strings.Contains(c, "Unready resources:") || !containsAll(c, []string{cluster}) {
-					continue
-				}
-				for _, k := range keywords {
-					if containsAll(c, []string{k}) {
-						return nil
-					}
+		if err != nil {
+			return false, err
+		}
+		last := conditions(u)
+		for _, c := range last {
+			if strings.Contains(c, "=True ") || strings.Contains(c, "Unready resources:") || !containsAll(c, []string{cluster}) {
+				continue
+			}
+			for _, k := range keywords {
+				if containsAll(c, []string{k}) {
+					return true, nil
 				}
 			}
 		}
-		time.Sleep(time.Second)
+		return false, fmt.Errorf("conditions: %s", strings.Join(last, " | "))
+	})
+	if err != nil {
+		return fmt.Errorf("no condition of %s names %s and one of %q: %w", ref, cluster, keywords, err)
 	}
-	return fmt.Errorf("no condition of %s names %s and one of %q within %s; conditions: %s", ref, cluster, keywords, timeout, strings.Join(last, " | "))
+	return nil
 }
 
 // testBadInput puts three broken meshes next to the live one: a wrong
@@ -297,21 +299,11 @@ func testHub(ctx context.Context, t *testing.T, mode string, good meshRef) {
 		t.Fatal(err)
 	}
 	peer := peerName(hub, noPeerCRD, "node-d1")
-	deadline := time.Now().Add(60 * time.Second)
-	var observed error
-	for {
+	observed := poll(ctx, 60*time.Second, time.Second, func() (bool, error) {
 		st, _, msg, err := condition(ctx, hub, "ClustersReachable")
 		_, delivered := rec.snapshot("cluster-c")[peer]
-		if err == nil && st == "True" && delivered {
-			observed = nil
-			break
-		}
-		observed = fmt.Errorf("after %s: ClustersReachable=%s %q, Peer %s in cluster-c: %v", time.Since(t0).Round(time.Second), st, msg, peer, delivered)
-		if time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(time.Second)
-	}
+		return err == nil && st == "True" && delivered, fmt.Errorf("after %s: ClustersReachable=%s %q, Peer %s in cluster-c: %v", time.Since(t0).Round(time.Second), st, msg, peer, delivered)
+	})
 	noChanges(t, t0, ownedBy(good), "a second mesh shares cluster-c with "+good.String())
 
 	u := newMesh(hub, mode)
@@ -361,12 +353,8 @@ func waitManagedGone(ctx context.Context, t *testing.T, ns string, timeout time.
 		}
 		return out
 	}
-	deadline := time.Now().Add(timeout)
-	for time.Now().Before(deadline) {
-		if len(list()) == 0 {
-			return ""
-		}
-		time.Sleep(time.Second)
+	if poll(ctx, timeout, time.Second, func() (bool, error) { return len(list()) == 0, nil }) == nil {
+		return ""
 	}
 	var names []string
 	for _, u := range list() {
@@ -578,19 +566,13 @@ func testDelete(ctx context.Context, t *testing.T, ref meshRef) {
 	if err := mgmt.Delete(ctx, u); err != nil {
 		t.Fatal(err)
 	}
-	for {
+	eventually(ctx, t, fmt.Sprintf("every Peer of %s to leave every member once it is deleted", ref), convergeTimeout, 250*time.Millisecond, func() (bool, error) {
 		left := 0
 		for _, m := range rec.memberNames() {
 			left += len(meshPeers(m, ref))
 		}
-		if left == 0 {
-			break
-		}
-		if time.Since(start) > convergeTimeout {
-			t.Fatalf("%d Peers of %s are left %s after it was deleted", left, ref, convergeTimeout)
-		}
-		time.Sleep(250 * time.Millisecond)
-	}
+		return left == 0, fmt.Errorf("%d Peers left", left)
+	})
 	t.Logf("every Peer of %s left every member %.1fs after it was deleted", ref, time.Since(start).Seconds())
 	if stuck := waitManagedGone(ctx, t, ref.ns, convergeTimeout); stuck != "" {
 		t.Errorf("managed resources of %s were not deleted: %s", ref, stuck)

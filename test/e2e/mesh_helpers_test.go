@@ -6,6 +6,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -220,19 +221,19 @@ func waitConverged(ctx context.Context, t *testing.T, ref meshRef, timeout time.
 func waitConvergedWith(ctx context.Context, t *testing.T, ref meshRef, timeout time.Duration, edit func(*meshv1alpha1.ClusterMeshSpec)) time.Duration {
 	t.Helper()
 	start := time.Now()
-	var why string
-	for time.Since(start) < timeout {
-		if why = notConvergedWith(ctx, ref, edit); why == "" {
-			return time.Since(start)
-		}
-		time.Sleep(250 * time.Millisecond)
+	err := poll(ctx, timeout, 250*time.Millisecond, func() (bool, error) {
+		why := notConvergedWith(ctx, ref, edit)
+		return why == "", errors.New(why)
+	})
+	if err == nil {
+		return time.Since(start)
 	}
 	u, _, _ := stack.GetMesh(ctx, mgmt, ref.ns, ref.name)
 	conds := []string{}
 	if u != nil {
 		conds = conditions(u)
 	}
-	t.Fatalf("%s did not converge within %s: %s\nconditions: %s", ref, timeout, why, strings.Join(conds, "; "))
+	t.Fatalf("%s did not converge: %v\nconditions: %s", ref, err, strings.Join(conds, "; "))
 	return 0
 }
 

@@ -349,31 +349,18 @@ func testOverlap(ctx context.Context, t *testing.T, ref meshRef) {
 	if err := fixture.Apply(ctx, kube["cluster-c"], c1); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(convergeTimeout)
-	for {
+	eventually(ctx, t, "the inventory of cluster-c to publish node-c1's new key", convergeTimeout, 200*time.Millisecond, func() (bool, error) {
 		k, err := inventoryKey(ctx, ref, "cluster-c", "node-c1")
-		if err == nil && k == fixture.Key("node-c1 frozen") {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the inventory of cluster-c did not publish node-c1's new key: %v", err)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return err == nil && k == fixture.Key("node-c1 frozen"), err
+	})
 	calls, err := metric(crossplaneMetrics(), "function_run_function_request_total")
 	if err != nil {
 		t.Fatal(err)
 	}
-	for {
+	eventually(ctx, t, "the function to run after node-c1 changed", convergeTimeout, 500*time.Millisecond, func() (bool, error) {
 		n, err := metric(crossplaneMetrics(), "function_run_function_request_total")
-		if err == nil && n > calls {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the function did not run after node-c1 changed")
-		}
-		time.Sleep(500 * time.Millisecond)
-	}
+		return err == nil && n > calls, err
+	})
 	time.Sleep(10 * time.Second)
 	noChanges(t, t0, nil, "the mesh's networks overlap")
 	if _, _, msg, err := condition(ctx, ref, "NetworksOverlap"); err == nil {

@@ -254,17 +254,19 @@ func killFunction(ctx context.Context, t *testing.T, _ meshRef, node string) (fu
 		}
 	}
 	t0 := time.Now()
-	deadline := t0.Add(convergeTimeout)
-	for {
+	err = poll(ctx, convergeTimeout, 20*time.Millisecond, func() (bool, error) {
 		req, resp, _, err := functionCalls()
-		if err == nil && req > resp && published(ctx, node) {
-			break
+		if err != nil {
+			return false, err
 		}
-		if time.Now().After(deadline) {
-			_ = killContainer(pod, "package-runtime")
-			t.Fatalf("no call of the function in flight for %s within %s (requests %.0f, responses %.0f, %v)", node, convergeTimeout, req, resp, err)
+		if req <= resp {
+			return false, fmt.Errorf("requests %.0f, responses %.0f", req, resp)
 		}
-		time.Sleep(20 * time.Millisecond)
+		return published(ctx, node), fmt.Errorf("a call in flight, but %s is not published yet", node)
+	})
+	if err != nil {
+		_ = killContainer(pod, "package-runtime")
+		t.Fatalf("no call of the function in flight for %s: %v", node, err)
 	}
 	inFlight := time.Since(t0)
 	if err := killContainer(pod, "package-runtime"); err != nil {

@@ -153,9 +153,8 @@ func testServices(ctx context.Context, t *testing.T, mode string, ref meshRef) {
 		return importedSlices(ctx, svcImporter, ns, svcName, svcExporter, hello)
 	})
 
-	// The rooted name skips the pod's search path. DNS is asked only now:
-	// CoreDNS's cache would keep an earlier NXDOMAIN for the zone's
-	// negative TTL (5 s).
+	// The rooted name skips the pod's search path. DNS is asked only now,
+	// once the import exists, as a client that starts after the export.
 	name := fmt.Sprintf("%s.%s.svc.clusterset.local", svcName, ns)
 	var addrs string
 	eventually(ctx, t, fmt.Sprintf("%s to resolve to %s in %s's client pod", name, ip, svcImporter), convergeTimeout, 200*time.Millisecond, func() (bool, error) {
@@ -419,13 +418,15 @@ func resolvableIn(ctx context.Context, c, ns, name string, start time.Time) (too
 	return took, asked > 1, nil
 }
 
-// Names of testServiceAttacks.
+// MCS's labels: mcsLabelServiceName names the Service of an imported
+// EndpointSlice, mcsLabelSourceCluster the cluster ID of its exporter.
 const (
-	// mcsLabelServiceName names the Service of an imported EndpointSlice,
-	// mcsLabelSourceCluster the cluster ID of its exporter.
 	mcsLabelServiceName   = "multicluster.kubernetes.io/service-name"
 	mcsLabelSourceCluster = "multicluster.kubernetes.io/source-cluster"
+)
 
+// Names of testServiceAttacks.
+const (
 	undeclaredNS = "mesh-undeclared"
 	takenName    = "hello-taken"
 	foreignSlice = "hello-00-foreign"

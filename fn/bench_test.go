@@ -82,25 +82,22 @@ func timeMarshal(b *testing.B, m proto.Message) time.Duration {
 //	go test ./fn/ -run='^$' -bench=ServicesResponse -benchmem
 func BenchmarkServicesResponse(b *testing.B) {
 	f := &Function{log: logging.NewNopLogger(), ttl: time.Minute, maxResponse: 1 << 30, maxPeerSet: 1 << 30}
-	size := func(req *fnv1.RunFunctionRequest) int {
+	run := func(req *fnv1.RunFunctionRequest) *fnv1.RunFunctionResponse {
 		rsp, err := f.RunFunction(context.Background(), req)
 		if err != nil || len(rsp.GetResults()) > 0 && rsp.GetResults()[0].GetSeverity() == 1 {
 			b.Fatalf("RunFunction: %v %v", err, rsp.GetResults())
 		}
-		return proto.Size(rsp)
+		return rsp
 	}
-	without := size(largeMesh(b, "PeerSet", 5, 200))
+	without := proto.Size(run(largeMesh(b, "PeerSet", 5, 200)))
 	req := largeMesh(b, "PeerSet", 5, 200)
 	shared := structpb.NewStructValue(&structpb.Struct{Fields: map[string]*structpb.Value{
 		"namespaces": structpb.NewListValue(&structpb.ListValue{Values: []*structpb.Value{structpb.NewStringValue("shop"), structpb.NewStringValue("web")}}),
 	}})
 	req.GetObserved().GetComposite().GetResource().GetFields()["spec"].GetStructValue().Fields["services"] = shared
-	with := size(req)
+	rsp := run(req)
+	with := proto.Size(rsp)
 	syncs := 0
-	rsp, err := f.RunFunction(context.Background(), req)
-	if err != nil {
-		b.Fatal(err)
-	}
 	for name := range rsp.GetDesired().GetResources() {
 		if strings.HasPrefix(name, "services-") {
 			syncs++

@@ -506,14 +506,7 @@ func testServiceAttacks(ctx context.Context, t *testing.T, mode string, ref mesh
 		return serviceProblem(ctx, ref, ns+"/"+takenName, kubev1alpha1.ReasonImportNameConflict)
 	})
 	waitFor(ctx, t, fmt.Sprintf("ServiceExport %s/%s of %s to say its endpoints are refused", ns, resolveNames()[0], svcExporter), func() error {
-		e := mcsNamed("ServiceExport", ns, resolveNames()[0])
-		if err := kube[svcExporter].Get(ctx, client.ObjectKeyFromObject(e), e); err != nil {
-			return err
-		}
-		if status, reason, msg := conditionOf(e, "kilomesh.io/EndpointsRefused"); status != "True" {
-			return fmt.Errorf("kilomesh.io/EndpointsRefused=%s %s: %s", status, reason, msg)
-		}
-		return nil
+		return exportConditions(ctx, svcExporter, ns, resolveNames()[0], map[string]string{"kilomesh.io/EndpointsRefused": "True/EndpointsOutsideNetworks"})
 	})
 
 	var problems []string
@@ -569,9 +562,8 @@ func testServiceAttacks(ctx context.Context, t *testing.T, mode string, ref mesh
 // serviceProblem fails unless one of the mesh's ServiceSyncs reports a
 // problem of the reason for the Service (namespace/name).
 func serviceProblem(ctx context.Context, ref meshRef, service, reason string) error {
-	l := &unstructured.UnstructuredList{}
-	l.SetGroupVersionKind(kubev1alpha1.GroupVersion.WithKind(kubev1alpha1.ServiceSyncKind + "List"))
-	if err := mgmt.List(ctx, l, client.InNamespace(ref.ns), client.MatchingLabels{"crossplane.io/composite": ref.name}); err != nil {
+	l, err := meshServiceSyncs(ctx, ref)
+	if err != nil {
 		return err
 	}
 	var seen []any
@@ -862,12 +854,18 @@ func mcsNamed(kind, ns, name string) *unstructured.Unstructured {
 	return u
 }
 
+// meshServiceSyncs lists the ServiceSyncs the mesh composed.
+func meshServiceSyncs(ctx context.Context, ref meshRef) (*unstructured.UnstructuredList, error) {
+	l := &unstructured.UnstructuredList{}
+	l.SetGroupVersionKind(kubev1alpha1.GroupVersion.WithKind(kubev1alpha1.ServiceSyncKind + "List"))
+	return l, mgmt.List(ctx, l, client.InNamespace(ref.ns), client.MatchingLabels{"crossplane.io/composite": ref.name})
+}
+
 // serviceSyncsReady fails unless the mesh has a Ready ServiceSync for
 // every member.
 func serviceSyncsReady(ctx context.Context, ref meshRef) error {
-	l := &unstructured.UnstructuredList{}
-	l.SetGroupVersionKind(kubev1alpha1.GroupVersion.WithKind(kubev1alpha1.ServiceSyncKind + "List"))
-	if err := mgmt.List(ctx, l, client.InNamespace(ref.ns), client.MatchingLabels{"crossplane.io/composite": ref.name}); err != nil {
+	l, err := meshServiceSyncs(ctx, ref)
+	if err != nil {
 		return err
 	}
 	if len(l.Items) != len(meshMembers) {
@@ -884,9 +882,8 @@ func serviceSyncsReady(ctx context.Context, ref meshRef) error {
 // importsGone fails while the mesh has a ServiceSync, or a member holds an
 // import of the step or an object the mesh made in the shared namespace.
 func importsGone(ctx context.Context, ref meshRef, ns string) error {
-	l := &unstructured.UnstructuredList{}
-	l.SetGroupVersionKind(kubev1alpha1.GroupVersion.WithKind(kubev1alpha1.ServiceSyncKind + "List"))
-	if err := mgmt.List(ctx, l, client.InNamespace(ref.ns), client.MatchingLabels{"crossplane.io/composite": ref.name}); err != nil {
+	l, err := meshServiceSyncs(ctx, ref)
+	if err != nil {
 		return err
 	}
 	if len(l.Items) > 0 {

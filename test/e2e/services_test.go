@@ -125,16 +125,9 @@ func testServices(ctx context.Context, t *testing.T, mode string, ref meshRef) {
 
 	var ip string
 	eventually(ctx, t, fmt.Sprintf("ServiceImport %s/%s with a ClusterSet IP in %s", ns, svcName, svcImporter), convergeTimeout, 100*time.Millisecond, func() (bool, error) {
-		si := mcsObject("ServiceImport", ns)
-		if err := kube[svcImporter].Get(ctx, client.ObjectKeyFromObject(si), si); err != nil {
-			return false, err
-		}
-		ips, _, _ := unstructured.NestedStringSlice(si.Object, "spec", "ips")
-		if len(ips) == 0 {
-			return false, errors.New("it has no ips yet")
-		}
-		ip = ips[0]
-		return true, nil
+		var err error
+		ip, err = clusterSetIP(ctx, svcImporter, ns, svcName)
+		return err == nil, err
 	})
 	imported := time.Since(start)
 
@@ -391,15 +384,10 @@ func resolvableIn(ctx context.Context, c, ns, name string, start time.Time) (too
 	asked := 0
 	err = poll(ctx, convergeTimeout, 100*time.Millisecond, func() (bool, error) {
 		if ip == "" {
-			si := mcsNamed("ServiceImport", ns, name)
-			if err := kube[c].Get(ctx, client.ObjectKeyFromObject(si), si); err != nil {
+			var err error
+			if ip, err = clusterSetIP(ctx, c, ns, name); err != nil {
 				return false, err
 			}
-			ips, _, _ := unstructured.NestedStringSlice(si.Object, "spec", "ips")
-			if len(ips) == 0 {
-				return false, errors.New("the ServiceImport has no ips yet")
-			}
-			ip = ips[0]
 		}
 		out, err := realPods.Ask(ctx, c, "/dns?name="+fqdn)
 		asked++
@@ -495,12 +483,8 @@ func testServiceAttacks(ctx context.Context, t *testing.T, mode string, ref mesh
 	// The other importer takes the export of the taken name: the
 	// exporter's exports were read after the undeclared one was made.
 	eventually(ctx, t, fmt.Sprintf("ServiceImport %s/%s with a ClusterSet IP in %s", ns, takenName, other), convergeTimeout, 100*time.Millisecond, func() (bool, error) {
-		si := mcsNamed("ServiceImport", ns, takenName)
-		if err := kube[other].Get(ctx, client.ObjectKeyFromObject(si), si); err != nil {
-			return false, err
-		}
-		ips, _, _ := unstructured.NestedStringSlice(si.Object, "spec", "ips")
-		return len(ips) > 0, errors.New("it has no ips yet")
+		_, err := clusterSetIP(ctx, other, ns, takenName)
+		return err == nil, err
 	})
 	waitFor(ctx, t, fmt.Sprintf("the ServiceSync of %s to report %s/%s taken", svcImporter, ns, takenName), func() error {
 		return serviceProblem(ctx, ref, ns+"/"+takenName, kubev1alpha1.ReasonImportNameConflict)
@@ -852,6 +836,20 @@ func mcsNamed(kind, ns, name string) *unstructured.Unstructured {
 	u.SetNamespace(ns)
 	u.SetName(name)
 	return u
+}
+
+// clusterSetIP is the first ClusterSet IP of member c's ServiceImport
+// ns/name, or an error while it has none.
+func clusterSetIP(ctx context.Context, c, ns, name string) (string, error) {
+	si := mcsNamed("ServiceImport", ns, name)
+	if err := kube[c].Get(ctx, client.ObjectKeyFromObject(si), si); err != nil {
+		return "", err
+	}
+	ips, _, _ := unstructured.NestedStringSlice(si.Object, "spec", "ips")
+	if len(ips) == 0 {
+		return "", fmt.Errorf("ServiceImport %s/%s in %s has no ips yet", ns, name, c)
+	}
+	return ips[0], nil
 }
 
 // meshServiceSyncs lists the ServiceSyncs the mesh composed.

@@ -33,8 +33,9 @@
 #                    none: Crossplane's defaults, what users get)
 #
 # On a stack with real nodes (up.sh with STACK_REAL_NODES=1) Crossplane is
-# installed as users install it instead: its own Helm chart (v2.4.2, from
-# the Go module cache; webhooks on, default values but its image) on the
+# installed as users install it instead: its own Helm chart (of
+# test/tools/crossplane's version, from the Go module cache; webhooks on,
+# default values but its image, which crossplane-image.sh builds) on the
 # management cluster's node, the registry reachable from that node at
 # <node IP>:<port> as a mirror of xpkg.crossplane.io (docs/install.md's
 # mirror block), and the packages' runtimes as the Deployments Crossplane
@@ -53,7 +54,6 @@ stack_env_load
 mgmt=$STACK_MANAGEMENT
 timeout=${STACK_TIMEOUT:-120}
 ns=${STACK_CROSSPLANE_NAMESPACE:-crossplane-system}
-xp_version=v2.4.2
 version=${STACK_VERSION:-v0.2.0}
 started=$SECONDS
 
@@ -79,7 +79,8 @@ fi
 for b in "$STACK_BIN/crossplane" "$STACK_BIN/crossplane-core" "$STACK_BIN/crane"; do
   [ -x "$b" ] || stack_die "missing $b"
 done
-xp_crds=$(cd "$STACK_TOP/test/tools/crossplane" && go list -m -f '{{.Dir}}' github.com/crossplane/crossplane/v2)/cluster/crds
+read -r xp_module xp_version < <(cd "$STACK_TOP/test/tools/crossplane" && go list -m -f '{{.Dir}} {{.Version}}' github.com/crossplane/crossplane/v2)
+xp_crds=$xp_module/cluster/crds
 [ -d "$xp_crds" ] || stack_die "cannot find Crossplane's CRDs in $xp_crds"
 
 read -r -a ports <<<"$(stack_free_ports 10)"
@@ -131,19 +132,12 @@ if [ "${STACK_REAL_NODES:-}" = 1 ]; then
   "$STACK_TOP/test/stack/node.sh" registry "$mgmt" "$reg_port"
   printf "REGISTRY_NODE_ADDRESS='%s'\n" "$node_registry" >>"$STACK_DIR/env"
 
-  # Crossplane's image, as its release image is laid out: the core binary
-  # as entrypoint, the core CRDs in /crds, the webhook configurations in
-  # /webhookconfigurations (where `core init` looks by default).
-  xp_cluster=$(dirname "$xp_crds")
-  "$STACK_DIR/images/bin/podimage" --tag "stack.local/crossplane:$xp_version" --out "$STACK_DIR/images/crossplane.tar" \
-    --uid 65532 --entrypoint /usr/local/bin/crossplane --file "$STACK_BIN/crossplane-core:/usr/local/bin/crossplane" \
-    --file "$xp_crds:/crds" --file "$xp_cluster/webhookconfigurations/usage.yaml:/webhookconfigurations/usage.yaml"
-  "$STACK_TOP/test/stack/node.sh" import "$mgmt" "$STACK_DIR/images/crossplane.tar"
-
+  xp_image=$(STACK_NO_BUILD=1 "$STACK_TOP/test/stack/crossplane-image.sh" crossplane)
+  read -r xp_version xp_chart <<<"$xp_image"
   stack_log "helm install crossplane (the chart of Crossplane $xp_version; image stack.local/crossplane:$xp_version)"
   mkdir -p "$STACK_DIR/helm"
   HELM_CACHE_HOME=$STACK_DIR/helm/cache HELM_CONFIG_HOME=$STACK_DIR/helm/config HELM_DATA_HOME=$STACK_DIR/helm/data \
-    KUBECONFIG=$STACK_DIR/$mgmt/kubeconfig "$STACK_BIN/helm" install crossplane "$xp_cluster/charts/crossplane" \
+    KUBECONFIG=$STACK_DIR/$mgmt/kubeconfig "$STACK_BIN/helm" install crossplane "$xp_chart" \
     --namespace "$ns" --create-namespace \
     --set image.repository=stack.local/crossplane --set "image.tag=$xp_version" \
     --wait --timeout "${timeout}s" >"$STACK_DIR/logs/helm-install.log" 2>&1 ||

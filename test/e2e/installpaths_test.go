@@ -35,7 +35,9 @@ var xpNamespace string
 
 // testInstallPaths installs kilomesh the ways of docs/install.md that a
 // control plane with history needs, all at once, on a Crossplane installed
-// anew by its Helm chart into another namespace than crossplane-system:
+// anew by its Helm chart into another namespace than crossplane-system,
+// first at the release before the oldest kilomesh supports (v2.4.0, which
+// must refuse what the next step needs), then upgraded by its chart:
 // provider-kubernetes already installed, under another name than the one
 // dependency resolution gives it and from another registry (so Crossplane
 // cannot match it to the Configuration's dependency), then kilomesh
@@ -46,7 +48,13 @@ var xpNamespace string
 // the uninstall, on an empty control plane.
 func testInstallPaths(ctx context.Context, t *testing.T) {
 	start := time.Now()
-	chart, err := crossplaneChart(ctx)
+	// The release before the oldest Crossplane kilomesh supports, and that
+	// oldest one, which the stack runs (docs/install.md says why).
+	prevVersion, prevChart, err := crossplaneImage(ctx, "crossplane-v2.4.0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	xpVersion, chart, err := crossplaneImage(ctx, "crossplane")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,8 +106,8 @@ func testInstallPaths(ctx context.Context, t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if out, err := helm(ctx, "install", "crossplane", chart, "--namespace", otherNamespace, "--create-namespace",
-		"--set", "image.repository=stack.local/crossplane", "--set", "image.tag=v2.4.2", "--wait", "--timeout", "180s"); err != nil {
+	if out, err := helm(ctx, "install", "crossplane", prevChart, "--namespace", otherNamespace, "--create-namespace",
+		"--set", "image.repository=stack.local/crossplane", "--set", "image.tag="+prevVersion, "--wait", "--timeout", "180s"); err != nil {
 		t.Fatalf("helm install crossplane --namespace %s: %v\n%s", otherNamespace, err, out)
 	}
 	xpNamespace = otherNamespace
@@ -143,6 +151,30 @@ metadata:
 spec:
   package: xpkg.upbound.io/%s
 `, node, pk))
+	// The provider-kubernetes that kilomesh's uninstall deleted still
+	// controls its CRDs, which Crossplane keeps. Before v2.4.2 Crossplane's
+	// package manager hands an object over only from a revision that
+	// lets go of it: one deleted cannot, so the provider installed anew,
+	// under another name, never becomes healthy.
+	refused := ""
+	waitFor(ctx, t, "Crossplane "+prevVersion+" to refuse provider-kubernetes the CRDs of the one uninstalled", func() error {
+		msg, err := providerHealth(ctx, "provider-kubernetes")
+		if err != nil || !strings.Contains(msg, "is already controlled by") {
+			return fmt.Errorf("provider-kubernetes is not refused its CRDs (%v): %s", err, msg)
+		}
+		refused = msg
+		return nil
+	})
+	t.Logf("Crossplane %s: %s", prevVersion, refused)
+	// Upgraded by its chart to the oldest Crossplane kilomesh supports, it
+	// takes them over.
+	if out, err := helm(ctx, "upgrade", "crossplane", chart, "--namespace", otherNamespace,
+		"--set", "image.repository=stack.local/crossplane", "--set", "image.tag="+xpVersion, "--wait", "--timeout", "180s"); err != nil {
+		t.Fatalf("helm upgrade crossplane --namespace %s to %s: %v\n%s", otherNamespace, xpVersion, err, out)
+	}
+	if err := linkCrossplaneLog(ctx); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := kubectl(ctx, env.Management(), "wait", "--for=condition=Healthy", "--timeout=3m", "providers.pkg.crossplane.io/provider-kubernetes"); err != nil {
 		t.Fatal(err)
 	}
@@ -214,8 +246,9 @@ spec:
 	took := waitConverged(ctx, t, ref, convergeTimeout)
 	waitCondition(ctx, t, ref, "Ready", "True", convergeTimeout)
 	report.notef("install paths: ClusterRoles created again by the aggregation controller as Helm deleted them, deleted by docs/install.md's crossplane-leftovers block: %d %v", len(left), left)
-	report.notef("install paths: Crossplane moved to %s by its chart in %.1fs; provider-kubernetes from another registry under another name, then kilomesh through a mirror without dependency resolution: installed after %.1fs; a mesh of cluster-a and cluster-b converged %.1fs after it was created",
-		otherNamespace, moved.Seconds(), installed.Seconds(), took.Seconds())
+	report.notef("install paths: Crossplane %s refused provider-kubernetes the CRDs of the one uninstalled: %s", prevVersion, refused)
+	report.notef("install paths: Crossplane %s installed into %s by its chart in %.1fs, then upgraded to %s; provider-kubernetes from another registry under another name, then kilomesh through a mirror without dependency resolution: installed after %.1fs; a mesh of cluster-a and cluster-b converged %.1fs after it was created",
+		prevVersion, otherNamespace, moved.Seconds(), xpVersion, installed.Seconds(), took.Seconds())
 }
 
 // aggregationLeftovers returns the Crossplane ClusterRoles without an
@@ -278,16 +311,40 @@ func releaseObjects(ctx context.Context, ns string) ([]*unstructured.Unstructure
 	return objs, nil
 }
 
-// crossplaneChart is the Helm chart of the Crossplane the stack runs, from
-// the Go module cache (as crossplane-up.sh installs it).
-func crossplaneChart(ctx context.Context) (string, error) {
-	cmd := exec.CommandContext(ctx, "go", "list", "-m", "-f", "{{.Dir}}", "github.com/crossplane/crossplane/v2")
-	cmd.Dir = filepath.Join(top, "test", "tools", "crossplane")
+// providerHealth is the message of a Provider's Healthy condition.
+func providerHealth(ctx context.Context, name string) (string, error) {
+	p := &unstructured.Unstructured{}
+	p.SetAPIVersion("pkg.crossplane.io/v1")
+	p.SetKind("Provider")
+	if err := mgmt.Get(ctx, client.ObjectKey{Name: name}, p); err != nil {
+		return "", err
+	}
+	conds, _, _ := unstructured.NestedSlice(p.Object, "status", "conditions")
+	for _, c := range conds {
+		if m, ok := c.(map[string]any); ok && m["type"] == "Healthy" {
+			msg, _ := m["message"].(string)
+			return fmt.Sprintf("Healthy=%v %v: %s", m["status"], m["reason"], msg), nil
+		}
+	}
+	return "no Healthy condition", nil
+}
+
+// crossplaneImage builds Crossplane core of a Crossplane tool
+// (test/tools/TOOL) into an image in the management node's containerd,
+// and returns its version, which is the image's tag, and the folder of its
+// Helm chart in the Go module cache (test/stack/crossplane-image.sh).
+func crossplaneImage(ctx context.Context, tool string) (version, chart string, err error) {
+	cmd := exec.CommandContext(ctx, filepath.Join(top, "test", "stack", "crossplane-image.sh"), tool)
+	cmd.Stderr = os.Stderr
 	out, err := cmd.Output()
 	if err != nil {
-		return "", fmt.Errorf("cannot find Crossplane's module: %w", err)
+		return "", "", fmt.Errorf("crossplane-image.sh %s: %w", tool, err)
 	}
-	return filepath.Join(strings.TrimSpace(string(out)), "cluster", "charts", "crossplane"), nil
+	f := strings.Fields(string(out))
+	if len(f) != 2 {
+		return "", "", fmt.Errorf("crossplane-image.sh %s printed %q, want a version and a chart", tool, out)
+	}
+	return f[0], f[1], nil
 }
 
 // helm runs the stack's helm against the management cluster, with its

@@ -57,6 +57,7 @@ import (
 	kilov1alpha1 "github.com/kilomesh/kilomesh/apis/kilo/v1alpha1"
 	"github.com/kilomesh/kilomesh/apis/kube/v1alpha1"
 	"github.com/kilomesh/kilomesh/internal/testing/nodefixture"
+	"github.com/kilomesh/kilomesh/internal/testing/wait"
 	"github.com/kilomesh/kilomesh/provider/internal/clients"
 	pcontroller "github.com/kilomesh/kilomesh/provider/internal/controller"
 	"github.com/kilomesh/kilomesh/provider/internal/testenv"
@@ -216,18 +217,7 @@ func TestScale(t *testing.T) {
 	}
 	start := time.Now()
 	mustCreate(ctx, t, mgmt, ps)
-	deadline := time.Now().Add(15 * time.Minute)
-	for {
-		got := &v1alpha1.PeerSet{}
-		if err := mgmt.Get(ctx, types.NamespacedName{Namespace: ns, Name: "bench"}, got); err == nil &&
-			got.Status.AtProvider.Applied == totalPeers && got.GetCondition(xpv2.TypeReady).Status == corev1.ConditionTrue {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the PeerSet did not apply %d Peers in time", totalPeers)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	waitApplied(t, mgmt, ns, "bench", totalPeers, func(*v1alpha1.PeerSet) bool { return true })
 	res.PeerSetApplySeconds = time.Since(start).Seconds()
 	t.Logf("PeerSet of %d Peers applied (status applied=%d, Ready) in %.1f s", totalPeers, totalPeers, res.PeerSetApplySeconds)
 
@@ -596,21 +586,14 @@ func waitNodes(ctx context.Context, t *testing.T, c client.Client, ns string, wa
 func waitNamedNodes(ctx context.Context, t *testing.T, c client.Client, ns, name string, want int) {
 	t.Helper()
 	start := time.Now()
-	deadline := start.Add(10 * time.Minute)
-	for {
+	wait.Eventually(ctx, t, fmt.Sprintf("inventory %s publishing %d Nodes", name, want), 10*time.Minute, 200*time.Millisecond, func() (bool, error) {
 		ni := &v1alpha1.NodeInventory{}
 		if err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, ni); err != nil {
 			t.Fatal(err)
 		}
-		if len(ni.Status.AtProvider.Nodes) == want {
-			t.Logf("inventory %s publishes %d Nodes %s after they exist", name, want, time.Since(start).Round(time.Millisecond))
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the inventory publishes %d Nodes, want %d; conditions %v", len(ni.Status.AtProvider.Nodes), want, ni.Status.Conditions)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return len(ni.Status.AtProvider.Nodes) == want, fmt.Errorf("%d Nodes; conditions %v", len(ni.Status.AtProvider.Nodes), ni.Status.Conditions)
+	})
+	t.Logf("inventory %s publishes %d Nodes %s after they exist", name, want, time.Since(start).Round(time.Millisecond))
 }
 
 type provider struct {

@@ -35,6 +35,7 @@ import (
 	xpv2 "github.com/crossplane/crossplane/apis/v2/core/v2"
 
 	"github.com/kilomesh/kilomesh/apis/kube/v1alpha1"
+	"github.com/kilomesh/kilomesh/internal/testing/wait"
 	"github.com/kilomesh/kilomesh/provider/internal/clients"
 	"github.com/kilomesh/kilomesh/provider/internal/testenv"
 	inv "github.com/kilomesh/kilomesh/provider/inventory"
@@ -153,20 +154,15 @@ func watchMember(t *testing.T, count int, node func(i int) *corev1.Node, done fu
 	start := time.Now()
 	deadline := start.Add(15 * time.Minute)
 	for name := range halves {
-		for {
-			ni := &v1alpha1.NodeInventory{}
+		ni := &v1alpha1.NodeInventory{}
+		wait.Eventually(ctx, t, "inventory "+name+" settled", time.Until(deadline), time.Second, func() (bool, error) {
+			ni = &v1alpha1.NodeInventory{}
 			if err := mgmt.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, ni); err != nil {
 				t.Fatal(err)
 			}
-			if done(ni) {
-				t.Logf("inventory %s settled after %s: %d Nodes published, nodesIncomplete %q", name, time.Since(start).Round(time.Second), len(ni.Status.AtProvider.Nodes), ni.Status.AtProvider.NodesIncomplete)
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("inventory %s did not settle: %d Nodes, nodesIncomplete %q, conditions %v", name, len(ni.Status.AtProvider.Nodes), ni.Status.AtProvider.NodesIncomplete, ni.Status.Conditions)
-			}
-			time.Sleep(time.Second)
-		}
+			return done(ni), fmt.Errorf("%d Nodes, nodesIncomplete %q, conditions %v", len(ni.Status.AtProvider.Nodes), ni.Status.AtProvider.NodesIncomplete, ni.Status.Conditions)
+		})
+		t.Logf("inventory %s settled after %s: %d Nodes published, nodesIncomplete %q", name, time.Since(start).Round(time.Second), len(ni.Status.AtProvider.Nodes), ni.Status.AtProvider.NodesIncomplete)
 	}
 	time.Sleep(15 * time.Second)
 	now, peak := rss(t, p.pid)

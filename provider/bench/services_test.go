@@ -24,6 +24,7 @@ import (
 	xpv2 "github.com/crossplane/crossplane/apis/v2/core/v2"
 
 	"github.com/kilomesh/kilomesh/apis/kube/v1alpha1"
+	"github.com/kilomesh/kilomesh/internal/testing/wait"
 	"github.com/kilomesh/kilomesh/provider/internal/clients"
 	"github.com/kilomesh/kilomesh/provider/internal/testenv"
 )
@@ -235,33 +236,31 @@ func exportAtScale(ctx context.Context, t *testing.T, m *svcBenchMember, i, n in
 // imported EndpointSlice.
 func waitImports(t *testing.T, m *svcBenchMember, want int) {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Minute)
 	var imports, sliced int
-	for next := time.Now().Add(time.Minute); time.Now().Before(deadline); {
+	next := time.Now().Add(time.Minute)
+	wait.Eventually(t.Context(), t, fmt.Sprintf("%s holding %d ServiceImports with endpoints", m.name, want), 15*time.Minute, 500*time.Millisecond, func() (bool, error) {
 		if time.Now().After(next) {
 			t.Logf("%s holds %d ServiceImports, %d with endpoints; waiting for %d", m.name, imports, sliced, want)
 			next = next.Add(time.Minute)
 		}
 		sis := &mcsv1beta1.ServiceImportList{}
 		sls := &discoveryv1.EndpointSliceList{}
-		if err := m.c.List(t.Context(), sis, client.InNamespace("shop")); err == nil {
-			if err := m.c.List(t.Context(), sls, client.InNamespace("shop"), client.HasLabels{mcsv1beta1.LabelSourceCluster}); err == nil {
-				imports, sliced = len(sis.Items), 0
-				seen := map[string]bool{}
-				for _, s := range sls.Items {
-					if n := s.Labels[mcsv1beta1.LabelServiceName]; !seen[n] && len(s.Endpoints) > 0 {
-						seen[n] = true
-						sliced++
-					}
-				}
-				if imports == want && sliced == want {
-					return
-				}
+		if err := m.c.List(t.Context(), sis, client.InNamespace("shop")); err != nil {
+			return false, err
+		}
+		if err := m.c.List(t.Context(), sls, client.InNamespace("shop"), client.HasLabels{mcsv1beta1.LabelSourceCluster}); err != nil {
+			return false, err
+		}
+		imports, sliced = len(sis.Items), 0
+		seen := map[string]bool{}
+		for _, s := range sls.Items {
+			if n := s.Labels[mcsv1beta1.LabelServiceName]; !seen[n] && len(s.Endpoints) > 0 {
+				seen[n] = true
+				sliced++
 			}
 		}
-		time.Sleep(500 * time.Millisecond)
-	}
-	t.Fatalf("%s holds %d ServiceImports, %d with endpoints; want %d", m.name, imports, sliced, want)
+		return imports == want && sliced == want, fmt.Errorf("%d ServiceImports, %d with endpoints", imports, sliced)
+	})
 }
 
 // changeEndpoint sets the readiness of the first endpoint of Service i in
@@ -280,16 +279,16 @@ func changeEndpoint(t *testing.T, from, to *svcBenchMember, i int, ready bool) t
 		t.Fatal(err)
 	}
 	start := time.Now()
-	deadline := start.Add(2 * time.Minute)
-	for time.Now().Before(deadline) {
+	var took time.Duration
+	wait.Eventually(ctx, t, fmt.Sprintf("%s's EndpointSlice of %s showing %s ready=%t", to.name, name, addr, ready), 2*time.Minute, 20*time.Millisecond, func() (bool, error) {
 		l := &discoveryv1.EndpointSliceList{}
-		if err := to.c.List(ctx, l, client.InNamespace("shop"), client.MatchingLabels{mcsv1beta1.LabelServiceName: name, mcsv1beta1.LabelSourceCluster: from.id}); err == nil && readyIn(l.Items, addr) == ready {
-			return time.Since(start)
+		if err := to.c.List(ctx, l, client.InNamespace("shop"), client.MatchingLabels{mcsv1beta1.LabelServiceName: name, mcsv1beta1.LabelSourceCluster: from.id}); err != nil {
+			return false, err
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	t.Fatalf("%s's EndpointSlice of %s did not show %s ready=%t within 2m", to.name, name, addr, ready)
-	return 0
+		took = time.Since(start)
+		return readyIn(l.Items, addr) == ready, nil
+	})
+	return took
 }
 
 // waitImport returns how long after start member m holds the import of
@@ -298,18 +297,20 @@ func waitImport(t *testing.T, m *svcBenchMember, i int, start time.Time) time.Du
 	t.Helper()
 	ctx := t.Context()
 	name := svcName(i)
-	for time.Since(start) < 2*time.Minute {
+	var took time.Duration
+	wait.Eventually(ctx, t, fmt.Sprintf("%s holding the import of %s with endpoints", m.name, name), time.Until(start.Add(2*time.Minute)), 20*time.Millisecond, func() (bool, error) {
 		si := &mcsv1beta1.ServiceImport{}
 		l := &discoveryv1.EndpointSliceList{}
-		if err := m.c.Get(ctx, client.ObjectKey{Namespace: "shop", Name: name}, si); err == nil {
-			if err := m.c.List(ctx, l, client.InNamespace("shop"), client.MatchingLabels{mcsv1beta1.LabelServiceName: name}, client.HasLabels{mcsv1beta1.LabelSourceCluster}); err == nil && len(l.Items) > 0 && len(l.Items[0].Endpoints) > 0 {
-				return time.Since(start)
-			}
+		if err := m.c.Get(ctx, client.ObjectKey{Namespace: "shop", Name: name}, si); err != nil {
+			return false, err
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	t.Fatalf("%s holds no import of %s with endpoints 2m after its export", m.name, name)
-	return 0
+		if err := m.c.List(ctx, l, client.InNamespace("shop"), client.MatchingLabels{mcsv1beta1.LabelServiceName: name}, client.HasLabels{mcsv1beta1.LabelSourceCluster}); err != nil {
+			return false, err
+		}
+		took = time.Since(start)
+		return len(l.Items) > 0 && len(l.Items[0].Endpoints) > 0, nil
+	})
+	return took
 }
 
 // percentiles sorts ds and describes them: p50, p95 and max.

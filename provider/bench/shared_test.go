@@ -20,6 +20,7 @@ import (
 
 	kilov1alpha1 "github.com/kilomesh/kilomesh/apis/kilo/v1alpha1"
 	"github.com/kilomesh/kilomesh/apis/kube/v1alpha1"
+	"github.com/kilomesh/kilomesh/internal/testing/wait"
 	"github.com/kilomesh/kilomesh/provider/internal/clients"
 	"github.com/kilomesh/kilomesh/provider/internal/testenv"
 )
@@ -83,17 +84,13 @@ func TestSharedPeerSet(t *testing.T) {
 		t.Fatal(err)
 	}
 	member := fastClient(t, m.AdminConfig)
-	deadline := time.Now().Add(5 * time.Minute)
-	for {
+	wait.Eventually(ctx, t, "the changed SegmentSet in the member", 5*time.Minute, 20*time.Millisecond, func() (bool, error) {
 		got, err := getPeer(ctx, member, seg.Spec.Peers[0].Name)
-		if err == nil && got.Spec.Endpoint != nil && got.Spec.Endpoint.Port == 51999 {
-			break
+		if err != nil {
+			return false, err
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("the changed SegmentSet did not reach the member")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return got.Spec.Endpoint != nil && got.Spec.Endpoint.Port == 51999, fmt.Errorf("endpoint %v", got.Spec.Endpoint)
+	})
 	change := time.Since(start)
 	time.Sleep(5 * time.Second)
 	after, peak := rss(t, p.pid)
@@ -105,18 +102,14 @@ func TestSharedPeerSet(t *testing.T) {
 // waitApplied waits until the PeerSet reports want Peers applied and Ready.
 func waitApplied(t *testing.T, c client.Client, ns, name string, want int, ok func(*v1alpha1.PeerSet) bool) {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Minute)
-	for {
+	wait.Eventually(t.Context(), t, fmt.Sprintf("PeerSet %s applying %d Peers", name, want), 15*time.Minute, 100*time.Millisecond, func() (bool, error) {
 		got := &v1alpha1.PeerSet{}
-		if err := c.Get(t.Context(), types.NamespacedName{Namespace: ns, Name: name}, got); err == nil &&
-			got.Status.AtProvider.Applied == want && got.GetCondition(xpv2.TypeReady).Status == corev1.ConditionTrue && ok(got) {
-			return
+		if err := c.Get(t.Context(), types.NamespacedName{Namespace: ns, Name: name}, got); err != nil {
+			return false, err
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("PeerSet %s did not apply %d Peers in time", name, want)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		ready := got.GetCondition(xpv2.TypeReady).Status
+		return got.Status.AtProvider.Applied == want && ready == corev1.ConditionTrue && ok(got), fmt.Errorf("applied %d, Ready %s", got.Status.AtProvider.Applied, ready)
+	})
 }
 
 func getPeer(ctx context.Context, c client.Client, name string) (*kilov1alpha1.Peer, error) {

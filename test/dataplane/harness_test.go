@@ -5,6 +5,7 @@ import (
 	"crypto/ecdh"
 	"crypto/sha256"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -24,6 +25,7 @@ import (
 
 	kilov1alpha1 "github.com/kilomesh/kilomesh/apis/kilo/v1alpha1"
 	"github.com/kilomesh/kilomesh/internal/testing/nodefixture"
+	"github.com/kilomesh/kilomesh/internal/testing/wait"
 )
 
 // keyring makes key pairs from seeds and holds their private keys, as the
@@ -343,19 +345,13 @@ func waitForPeerKey(ctx context.Context, t *testing.T, h *Harness, cluster, node
 	})
 }
 
-// waitFor polls until ok, for at most a minute.
+// waitFor polls until ok, for at most a minute; ok says why not.
 func waitFor(ctx context.Context, t *testing.T, what string, ok func() (bool, string)) {
 	t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	var why string
-	for time.Now().Before(deadline) && ctx.Err() == nil {
-		var done bool
-		if done, why = ok(); done {
-			return
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	t.Fatalf("%s did not come within a minute: %s", what, why)
+	wait.Eventually(ctx, t, what, time.Minute, 100*time.Millisecond, func() (bool, error) {
+		done, why := ok()
+		return done, errors.New(why)
+	})
 }
 
 // TestHeartbeatOnly runs a member without a data plane: its Nodes get

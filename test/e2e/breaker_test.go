@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kilomesh/kilomesh/internal/testing/wait"
 	"github.com/kilomesh/kilomesh/test/stack"
 )
 
@@ -85,7 +86,7 @@ func (b *breaker) last() (time.Time, float64) {
 func waitBreakerClosed(ctx context.Context, t *testing.T, ref meshRef) {
 	t.Helper()
 	start := time.Now()
-	eventually(ctx, t, "no watch circuit breaker to open for a cooldown", xpBreaker.cooldown+convergeTimeout, time.Second, func() (bool, error) {
+	wait.Eventually(ctx, t, "no watch circuit breaker to open for a cooldown", xpBreaker.cooldown+convergeTimeout, time.Second, func() (bool, error) {
 		lo, _ := xpBreaker.last()
 		return lo.IsZero() || time.Since(lo) > xpBreaker.cooldown+2*time.Second, fmt.Errorf("a breaker opened at %s", lo.Format(time.RFC3339))
 	})
@@ -93,7 +94,7 @@ func waitBreakerClosed(ctx context.Context, t *testing.T, ref meshRef) {
 	if err := patchMesh(ctx, ref, fmt.Sprintf(`[{"op":"add","path":"/metadata/annotations","value":{"e2e.kilomesh.io/poke":%q}}]`, time.Now().UTC().Format(time.RFC3339Nano))); err != nil {
 		t.Fatal(err)
 	}
-	eventually(ctx, t, fmt.Sprintf("the watch circuit breaker of %s to close", ref), 60*time.Second, 500*time.Millisecond, func() (bool, error) {
+	wait.Eventually(ctx, t, fmt.Sprintf("the watch circuit breaker of %s to close", ref), 60*time.Second, 500*time.Millisecond, func() (bool, error) {
 		u, _, err := stack.GetMesh(ctx, mgmt, ref.ns, ref.name)
 		if err != nil {
 			return false, err

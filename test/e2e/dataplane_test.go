@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kilov1alpha1 "github.com/kilomesh/kilomesh/apis/kilo/v1alpha1"
+	"github.com/kilomesh/kilomesh/internal/testing/wait"
 	"github.com/kilomesh/kilomesh/test/dataplane"
 	"github.com/kilomesh/kilomesh/test/stack"
 	"github.com/kilomesh/kilomesh/test/stack/fixture"
@@ -206,7 +207,7 @@ func waitPeerKey(ctx context.Context, t *testing.T, cluster string, nodes []stri
 	// One deadline for every node, taken in turn: check moves on to the
 	// next node as soon as one has the peer.
 	i := 0
-	eventually(ctx, t, fmt.Sprintf("the WireGuard interfaces of %s %v to have a peer with key %s", cluster, nodes, key), convergeTimeout, 200*time.Millisecond, func() (bool, error) {
+	wait.Eventually(ctx, t, fmt.Sprintf("the WireGuard interfaces of %s %v to have a peer with key %s", cluster, nodes, key), convergeTimeout, 200*time.Millisecond, func() (bool, error) {
 		for ; i < len(nodes); i++ {
 			n := nodes[i]
 			d, err := dp.Device(ctx, cluster, n)
@@ -225,7 +226,7 @@ func waitPeerKey(ctx context.Context, t *testing.T, cluster string, nodes []stri
 // waitOwnKey waits until the WireGuard interface of a node runs with key.
 func waitOwnKey(ctx context.Context, t *testing.T, cluster, node, key string) {
 	t.Helper()
-	eventually(ctx, t, fmt.Sprintf("%s/%s to run WireGuard with key %s", cluster, node, key), convergeTimeout, 200*time.Millisecond, func() (bool, error) {
+	wait.Eventually(ctx, t, fmt.Sprintf("%s/%s to run WireGuard with key %s", cluster, node, key), convergeTimeout, 200*time.Millisecond, func() (bool, error) {
 		d, err := dp.Device(ctx, cluster, node)
 		if err == nil && d != nil && d.PublicKey().String() == key {
 			return true, nil
@@ -261,7 +262,7 @@ func setPaused(ctx context.Context, t *testing.T, u *unstructured.Unstructured, 
 		t.Fatal(err)
 	}
 	touched := time.Now()
-	eventually(ctx, t, fmt.Sprintf("%s %s to say it is paused (%v)", u.GetKind(), u.GetName(), on), convergeTimeout, 300*time.Millisecond, func() (bool, error) {
+	wait.Eventually(ctx, t, fmt.Sprintf("%s %s to say it is paused (%v)", u.GetKind(), u.GetName(), on), convergeTimeout, 300*time.Millisecond, func() (bool, error) {
 		if err := mgmt.Get(ctx, client.ObjectKeyFromObject(u), u); err != nil {
 			t.Fatal(err)
 		}

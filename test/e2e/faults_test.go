@@ -25,6 +25,7 @@ import (
 
 	kilov1alpha1 "github.com/kilomesh/kilomesh/apis/kilo/v1alpha1"
 	meshv1alpha1 "github.com/kilomesh/kilomesh/apis/mesh/v1alpha1"
+	"github.com/kilomesh/kilomesh/internal/testing/wait"
 	"github.com/kilomesh/kilomesh/test/stack"
 	"github.com/kilomesh/kilomesh/test/stack/fixture"
 )
@@ -88,7 +89,7 @@ func noRBACProviderConfig(ctx context.Context, t *testing.T, ns, member string) 
 		t.Fatal(err)
 	}
 	first := true
-	eventually(ctx, t, "the token of kilomesh-norbac to be filled in", 30*time.Second, 200*time.Millisecond, func() (bool, error) {
+	wait.Eventually(ctx, t, "the token of kilomesh-norbac to be filled in", 30*time.Second, 200*time.Millisecond, func() (bool, error) {
 		// The Secret as created first, then as read after every interval.
 		if !first {
 			if err := c.Get(ctx, client.ObjectKeyFromObject(sec), sec); err != nil {
@@ -165,7 +166,7 @@ func memberServer(member string) string {
 // error quoting the conditions when none comes. Crossplane's list of unready
 // composed resources does not count: it names resources, not a cause.
 func problem(ctx context.Context, ref meshRef, cluster string, timeout time.Duration, keywords ...string) error {
-	err := poll(ctx, timeout, time.Second, func() (bool, error) {
+	err := wait.Poll(ctx, "", timeout, time.Second, func() (bool, error) {
 		u, _, err := stack.GetMesh(ctx, mgmt, ref.ns, ref.name)
 		if err != nil {
 			return false, err
@@ -299,7 +300,7 @@ func testHub(ctx context.Context, t *testing.T, mode string, good meshRef) {
 		t.Fatal(err)
 	}
 	peer := peerName(hub, noPeerCRD, "node-d1")
-	observed := poll(ctx, 60*time.Second, time.Second, func() (bool, error) {
+	observed := wait.Poll(ctx, "", 60*time.Second, time.Second, func() (bool, error) {
 		st, _, msg, err := condition(ctx, hub, "ClustersReachable")
 		_, delivered := rec.snapshot("cluster-c")[peer]
 		return err == nil && st == "True" && delivered, fmt.Errorf("after %s: ClustersReachable=%s %q, Peer %s in cluster-c: %v", time.Since(t0).Round(time.Second), st, msg, peer, delivered)
@@ -353,7 +354,7 @@ func waitManagedGone(ctx context.Context, t *testing.T, ns string, timeout time.
 		}
 		return out
 	}
-	if poll(ctx, timeout, time.Second, func() (bool, error) { return len(list()) == 0, nil }) == nil {
+	if wait.Poll(ctx, "", timeout, time.Second, func() (bool, error) { return len(list()) == 0, nil }) == nil {
 		return ""
 	}
 	var names []string
@@ -566,7 +567,7 @@ func testDelete(ctx context.Context, t *testing.T, ref meshRef) {
 	if err := mgmt.Delete(ctx, u); err != nil {
 		t.Fatal(err)
 	}
-	eventually(ctx, t, fmt.Sprintf("every Peer of %s to leave every member once it is deleted", ref), convergeTimeout, 250*time.Millisecond, func() (bool, error) {
+	wait.Eventually(ctx, t, fmt.Sprintf("every Peer of %s to leave every member once it is deleted", ref), convergeTimeout, 250*time.Millisecond, func() (bool, error) {
 		left := 0
 		for _, m := range rec.memberNames() {
 			left += len(meshPeers(m, ref))

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	meshv1alpha1 "github.com/kilomesh/kilomesh/apis/mesh/v1alpha1"
+	"github.com/kilomesh/kilomesh/internal/testing/wait"
 	"github.com/kilomesh/kilomesh/test/stack"
 	"github.com/kilomesh/kilomesh/test/stack/fixture"
 )
@@ -279,7 +280,7 @@ func refusedSet(ctx context.Context, ns, name string) error {
 // retryFor retries check a second apart until it returns nil, for at most
 // timeout.
 func retryFor(ctx context.Context, timeout time.Duration, check func() error) error {
-	return poll(ctx, timeout, time.Second, func() (bool, error) {
+	return wait.Poll(ctx, "", timeout, time.Second, func() (bool, error) {
 		err := check()
 		return err == nil, err
 	})

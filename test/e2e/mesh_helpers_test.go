@@ -24,6 +24,7 @@ import (
 	kilov1alpha1 "github.com/kilomesh/kilomesh/apis/kilo/v1alpha1"
 	meshv1alpha1 "github.com/kilomesh/kilomesh/apis/mesh/v1alpha1"
 	"github.com/kilomesh/kilomesh/fn/mesh"
+	"github.com/kilomesh/kilomesh/internal/testing/wait"
 	"github.com/kilomesh/kilomesh/test/stack"
 )
 
@@ -153,7 +154,7 @@ func conditions(u *unstructured.Unstructured) []string {
 // message holds every one of contains.
 func waitCondition(ctx context.Context, t *testing.T, ref meshRef, typ, status string, timeout time.Duration, contains ...string) {
 	t.Helper()
-	eventually(ctx, t, fmt.Sprintf("%s: %s=%s with %q", ref, typ, status, contains), timeout, 300*time.Millisecond, func() (bool, error) {
+	wait.Eventually(ctx, t, fmt.Sprintf("%s: %s=%s with %q", ref, typ, status, contains), timeout, 300*time.Millisecond, func() (bool, error) {
 		s, r, m, err := condition(ctx, ref, typ)
 		if err == nil && s == status && containsAll(m, contains) {
 			return true, nil
@@ -221,7 +222,7 @@ func waitConverged(ctx context.Context, t *testing.T, ref meshRef, timeout time.
 func waitConvergedWith(ctx context.Context, t *testing.T, ref meshRef, timeout time.Duration, edit func(*meshv1alpha1.ClusterMeshSpec)) time.Duration {
 	t.Helper()
 	start := time.Now()
-	err := poll(ctx, timeout, 250*time.Millisecond, func() (bool, error) {
+	err := wait.Poll(ctx, "", timeout, 250*time.Millisecond, func() (bool, error) {
 		why := notConvergedWith(ctx, ref, edit)
 		return why == "", errors.New(why)
 	})

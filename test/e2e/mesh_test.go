@@ -19,6 +19,7 @@ import (
 
 	kilov1alpha1 "github.com/kilomesh/kilomesh/apis/kilo/v1alpha1"
 	meshv1alpha1 "github.com/kilomesh/kilomesh/apis/mesh/v1alpha1"
+	"github.com/kilomesh/kilomesh/internal/testing/wait"
 	"github.com/kilomesh/kilomesh/test/stack/fixture"
 )
 
@@ -349,7 +350,7 @@ func testOverlap(ctx context.Context, t *testing.T, ref meshRef) {
 	if err := fixture.Apply(ctx, kube["cluster-c"], c1); err != nil {
 		t.Fatal(err)
 	}
-	eventually(ctx, t, "the inventory of cluster-c to publish node-c1's new key", convergeTimeout, 200*time.Millisecond, func() (bool, error) {
+	wait.Eventually(ctx, t, "the inventory of cluster-c to publish node-c1's new key", convergeTimeout, 200*time.Millisecond, func() (bool, error) {
 		k, err := inventoryKey(ctx, ref, "cluster-c", "node-c1")
 		return err == nil && k == fixture.Key("node-c1 frozen"), err
 	})
@@ -357,7 +358,7 @@ func testOverlap(ctx context.Context, t *testing.T, ref meshRef) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eventually(ctx, t, "the function to run after node-c1 changed", convergeTimeout, 500*time.Millisecond, func() (bool, error) {
+	wait.Eventually(ctx, t, "the function to run after node-c1 changed", convergeTimeout, 500*time.Millisecond, func() (bool, error) {
 		n, err := metric(crossplaneMetrics(), "function_run_function_request_total")
 		return err == nil && n > calls, err
 	})

@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kilov1alpha1 "github.com/kilomesh/kilomesh/apis/kilo/v1alpha1"
+	"github.com/kilomesh/kilomesh/internal/testing/wait"
 	"github.com/kilomesh/kilomesh/test/stack/fixture"
 )
 
@@ -254,7 +255,7 @@ func killFunction(ctx context.Context, t *testing.T, _ meshRef, node string) (fu
 		}
 	}
 	t0 := time.Now()
-	err = poll(ctx, convergeTimeout, 20*time.Millisecond, func() (bool, error) {
+	err = wait.Poll(ctx, "", convergeTimeout, 20*time.Millisecond, func() (bool, error) {
 		req, resp, _, err := functionCalls()
 		if err != nil {
 			return false, err

@@ -31,6 +31,7 @@ import (
 	kubev1alpha1 "github.com/kilomesh/kilomesh/apis/kube/v1alpha1"
 	meshv1alpha1 "github.com/kilomesh/kilomesh/apis/mesh/v1alpha1"
 	"github.com/kilomesh/kilomesh/fn/mesh"
+	"github.com/kilomesh/kilomesh/internal/testing/wait"
 	"github.com/kilomesh/kilomesh/test/stack/meshpods"
 )
 
@@ -124,7 +125,7 @@ func testServices(ctx context.Context, t *testing.T, mode string, ref meshRef) {
 	})
 
 	var ip string
-	eventually(ctx, t, fmt.Sprintf("ServiceImport %s/%s with a ClusterSet IP in %s", ns, svcName, svcImporter), convergeTimeout, 100*time.Millisecond, func() (bool, error) {
+	wait.Eventually(ctx, t, fmt.Sprintf("ServiceImport %s/%s with a ClusterSet IP in %s", ns, svcName, svcImporter), convergeTimeout, 100*time.Millisecond, func() (bool, error) {
 		var err error
 		ip, err = clusterSetIP(ctx, svcImporter, ns, svcName)
 		return err == nil, err
@@ -150,7 +151,7 @@ func testServices(ctx context.Context, t *testing.T, mode string, ref meshRef) {
 	// once the import exists, as a client that starts after the export.
 	name := fmt.Sprintf("%s.%s.svc.clusterset.local", svcName, ns)
 	var addrs string
-	eventually(ctx, t, fmt.Sprintf("%s to resolve to %s in %s's client pod", name, ip, svcImporter), convergeTimeout, 200*time.Millisecond, func() (bool, error) {
+	wait.Eventually(ctx, t, fmt.Sprintf("%s to resolve to %s in %s's client pod", name, ip, svcImporter), convergeTimeout, 200*time.Millisecond, func() (bool, error) {
 		out, err := realPods.Ask(ctx, svcImporter, "/dns?name="+name+".")
 		addrs = strings.TrimSpace(out)
 		if err != nil {
@@ -168,7 +169,7 @@ func testServices(ctx context.Context, t *testing.T, mode string, ref meshRef) {
 	var answers []string
 	for _, u := range []string{"http://" + net.JoinHostPort(ip, "80") + "/", "http://" + name + "/"} {
 		var last string
-		eventually(ctx, t, fmt.Sprintf("GET %s from %s's client pod to be answered by a hello pod of %s %v", u, svcImporter, svcExporter, hello), convergeTimeout, time.Second, func() (bool, error) {
+		wait.Eventually(ctx, t, fmt.Sprintf("GET %s from %s's client pod to be answered by a hello pod of %s %v", u, svcImporter, svcExporter, hello), convergeTimeout, time.Second, func() (bool, error) {
 			pod, answer, err := helloGet(ctx, svcImporter, u)
 			last = answer
 			if err != nil {
@@ -230,7 +231,7 @@ func testHeadless(ctx context.Context, t *testing.T, mode string) {
 		}
 	})
 	var cluster string
-	eventually(ctx, t, fmt.Sprintf("ServiceImport %s/%s of type Headless in %s, from %s alone", ns, svcHeadless, svcImporter, svcExporter), convergeTimeout, 100*time.Millisecond, func() (bool, error) {
+	wait.Eventually(ctx, t, fmt.Sprintf("ServiceImport %s/%s of type Headless in %s, from %s alone", ns, svcHeadless, svcImporter, svcExporter), convergeTimeout, 100*time.Millisecond, func() (bool, error) {
 		si := mcsNamed("ServiceImport", ns, svcHeadless)
 		if err := kube[svcImporter].Get(ctx, client.ObjectKeyFromObject(si), si); err != nil {
 			return false, err
@@ -264,7 +265,7 @@ func testHeadless(ctx context.Context, t *testing.T, mode string) {
 	want := slices.Sorted(maps.Keys(ips))
 	whole := fmt.Sprintf("%s.%s.svc.clusterset.local", svcHeadless, ns)
 	resolve := func(name string, want []string) {
-		eventually(ctx, t, fmt.Sprintf("%s to resolve to %v in %s's client pod", name, want, svcImporter), convergeTimeout, 200*time.Millisecond, func() (bool, error) {
+		wait.Eventually(ctx, t, fmt.Sprintf("%s to resolve to %v in %s's client pod", name, want, svcImporter), convergeTimeout, 200*time.Millisecond, func() (bool, error) {
 			out, err := realPods.Ask(ctx, svcImporter, "/dns?name="+name+".")
 			if err != nil {
 				return false, err
@@ -283,7 +284,7 @@ func testHeadless(ctx context.Context, t *testing.T, mode string) {
 		resolve(host, []string{ip})
 		u := "http://" + net.JoinHostPort(host, "8080") + "/"
 		var last string
-		eventually(ctx, t, fmt.Sprintf("GET %s from %s's client pod to be answered by pod %s of %s", u, svcImporter, ips[ip], svcExporter), convergeTimeout, time.Second, func() (bool, error) {
+		wait.Eventually(ctx, t, fmt.Sprintf("GET %s from %s's client pod to be answered by pod %s of %s", u, svcImporter, ips[ip], svcExporter), convergeTimeout, time.Second, func() (bool, error) {
 			pod, answer, err := helloGet(ctx, svcImporter, u)
 			last = answer
 			if err != nil {
@@ -382,7 +383,7 @@ func resolvableIn(ctx context.Context, c, ns, name string, start time.Time) (too
 	fqdn := fmt.Sprintf("%s.%s.svc.clusterset.local.", name, ns)
 	var ip string
 	asked := 0
-	err = poll(ctx, convergeTimeout, 100*time.Millisecond, func() (bool, error) {
+	err = wait.Poll(ctx, "", convergeTimeout, 100*time.Millisecond, func() (bool, error) {
 		if ip == "" {
 			var err error
 			if ip, err = clusterSetIP(ctx, c, ns, name); err != nil {
@@ -482,7 +483,7 @@ func testServiceAttacks(ctx context.Context, t *testing.T, mode string, ref mesh
 
 	// The other importer takes the export of the taken name: the
 	// exporter's exports were read after the undeclared one was made.
-	eventually(ctx, t, fmt.Sprintf("ServiceImport %s/%s with a ClusterSet IP in %s", ns, takenName, other), convergeTimeout, 100*time.Millisecond, func() (bool, error) {
+	wait.Eventually(ctx, t, fmt.Sprintf("ServiceImport %s/%s with a ClusterSet IP in %s", ns, takenName, other), convergeTimeout, 100*time.Millisecond, func() (bool, error) {
 		_, err := clusterSetIP(ctx, other, ns, takenName)
 		return err == nil, err
 	})
@@ -726,7 +727,7 @@ func testFailover(ctx context.Context, t *testing.T, mode, name string, first []
 			t.Error(err)
 		}
 	})
-	eventually(ctx, t, fmt.Sprintf("ServiceImport %s/%s in %s to list two exporters", ns, svcName, svcImporter), convergeTimeout, 100*time.Millisecond, func() (bool, error) {
+	wait.Eventually(ctx, t, fmt.Sprintf("ServiceImport %s/%s in %s to list two exporters", ns, svcName, svcImporter), convergeTimeout, 100*time.Millisecond, func() (bool, error) {
 		si := mcsObject("ServiceImport", ns)
 		if err := kube[svcImporter].Get(ctx, client.ObjectKeyFromObject(si), si); err != nil {
 			return false, err
@@ -741,7 +742,7 @@ func testFailover(ctx context.Context, t *testing.T, mode, name string, first []
 		return pod, err
 	}
 	seen := map[string]int{}
-	eventually(ctx, t, fmt.Sprintf("GET http://%s/ from %s to be answered by pods of %s %v and of %s %v", name, svcImporter, svcExporter, first, svcSecond, second), convergeTimeout, 100*time.Millisecond, func() (bool, error) {
+	wait.Eventually(ctx, t, fmt.Sprintf("GET http://%s/ from %s to be answered by pods of %s %v and of %s %v", name, svcImporter, svcExporter, first, svcSecond, second), convergeTimeout, 100*time.Millisecond, func() (bool, error) {
 		pod, err := ask()
 		switch {
 		case err != nil:
@@ -773,7 +774,7 @@ func testFailover(ctx context.Context, t *testing.T, mode, name string, first []
 	})
 	inRow, failed, asked := 0, 0, 0
 	var lastFailed time.Duration // since the scale-down
-	eventually(ctx, t, fmt.Sprintf("ten GETs in a row from %s answered by %s's pods %v, %s's hello scaled to zero", svcImporter, svcSecond, second, svcExporter), convergeTimeout, 100*time.Millisecond, func() (bool, error) {
+	wait.Eventually(ctx, t, fmt.Sprintf("ten GETs in a row from %s answered by %s's pods %v, %s's hello scaled to zero", svcImporter, svcSecond, second, svcExporter), convergeTimeout, 100*time.Millisecond, func() (bool, error) {
 		asked++
 		pod, err := ask()
 		if err == nil && !slices.Contains(second, pod) {

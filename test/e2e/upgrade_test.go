@@ -38,6 +38,7 @@ import (
 
 	kilov1alpha1 "github.com/kilomesh/kilomesh/apis/kilo/v1alpha1"
 	meshv1alpha1 "github.com/kilomesh/kilomesh/apis/mesh/v1alpha1"
+	"github.com/kilomesh/kilomesh/internal/testing/wait"
 	"github.com/kilomesh/kilomesh/test/stack"
 	"github.com/kilomesh/kilomesh/test/stack/fixture"
 )
@@ -608,7 +609,7 @@ func waitReleaseConverged(ctx context.Context, t *testing.T, ref meshRef) map[st
 	// (provider-kubernetes writes each Object on its own): the extras
 	// count once they stayed the same for five checks in a row.
 	same := 0
-	eventually(ctx, t, fmt.Sprintf("%s to hold this tree's plan with the node networks declared, and the same Peers beyond it for 5 s", ref), convergeTimeout, time.Second, func() (bool, error) {
+	wait.Eventually(ctx, t, fmt.Sprintf("%s to hold this tree's plan with the node networks declared, and the same Peers beyond it for 5 s", ref), convergeTimeout, time.Second, func() (bool, error) {
 		got, why := releaseDiff(ctx, ref)
 		if why != "" {
 			same = 0

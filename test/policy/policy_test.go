@@ -5,6 +5,7 @@ package policy
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -22,6 +23,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/yaml"
+
+	"github.com/kilomesh/kilomesh/internal/testing/wait"
 )
 
 const (
@@ -175,17 +178,15 @@ func TestClusterProviderConfigPolicy(t *testing.T) {
 
 	// The API server loads a new policy in the background: wait until it
 	// refuses what it must refuse, before the cases.
-	deadline := time.Now().Add(60 * time.Second)
-	for i := 0; ; i++ {
+	i := 0
+	wait.Eventually(ctx, t, "the policy enforced", time.Minute, 200*time.Millisecond, func() (bool, error) {
 		err := c.Create(ctx, mesh("tenant", fmt.Sprintf("probe-%d", i), "ClusterProviderConfig/hub", "/b"))
-		if err != nil && strings.Contains(err.Error(), refused) {
-			break
+		i++
+		if err == nil {
+			return false, errors.New("a probe was allowed")
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the policy was not enforced within a minute; last answer: %v", err)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return strings.Contains(err.Error(), refused), err
+	})
 
 	pcRef := func(kind, name string) map[string]any { return map[string]any{"kind": kind, "name": name} }
 	cases := map[string]struct {
@@ -273,23 +274,24 @@ func TestClusterProviderConfigPolicy(t *testing.T) {
 			change(m)
 			return c.Update(ctx, m)
 		}
-		deadline := time.Now().Add(60 * time.Second)
-		for i := 0; ; i++ {
+		i := 0
+		wait.Eventually(ctx, t, reason+"\nthe revoked grant enforced", time.Minute, 200*time.Millisecond, func() (bool, error) {
 			g := []string{"Node", "Auto"}[i%2]
+			i++
 			err := update(func(m *unstructured.Unstructured) {
 				_ = unstructured.SetNestedField(m.Object, g, "spec", "granularity")
 			})
 			if err != nil && strings.Contains(err.Error(), refused) {
-				break
+				return true, nil
 			}
 			if err != nil && !kerrors.IsConflict(err) {
 				t.Fatalf("%s\nUpdate(spec): %v", reason, err)
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s\nthe revoked grant was not enforced within a minute", reason)
+			if err == nil {
+				return false, fmt.Errorf("granularity %s was allowed", g)
 			}
-			time.Sleep(200 * time.Millisecond)
-		}
+			return false, err
+		})
 		if err := update(func(m *unstructured.Unstructured) { m.SetFinalizers([]string{"example.org/keep"}) }); err != nil {
 			t.Errorf("%s\nUpdate(finalizers): %v", reason, err)
 		}

@@ -3,6 +3,7 @@ package policy
 import (
 	"context"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -19,6 +20,8 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/kilomesh/kilomesh/internal/testing/wait"
 )
 
 const tenantPolicyFile = "../../examples/policy/providerconfigs.yaml"
@@ -176,17 +179,15 @@ func TestTenantProviderConfigPolicy(t *testing.T) {
 	}
 	const want = "in a tenant namespace"
 	for _, probe := range probes {
-		deadline := time.Now().Add(60 * time.Second)
-		for i := 0; ; i++ {
+		i := 0
+		wait.Eventually(ctx, t, "the policy enforced", time.Minute, 200*time.Millisecond, func() (bool, error) {
 			err := c.Create(ctx, probe(i))
-			if err != nil && strings.Contains(err.Error(), want) {
-				break
+			i++
+			if err == nil {
+				return false, errors.New("a probe was allowed")
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("the policy was not enforced within a minute; last answer: %v", err)
-			}
-			time.Sleep(200 * time.Millisecond)
-		}
+			return strings.Contains(err.Error(), want), err
+		})
 	}
 
 	t.Run("ProviderConfigs", func(t *testing.T) {

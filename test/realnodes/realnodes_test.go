@@ -23,6 +23,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/kilomesh/kilomesh/internal/testing/wait"
 )
 
 // kernelSettings are what a kubelet sets at start unless told not to; the
@@ -221,21 +223,17 @@ func services(t *testing.T, top, dir, c string) {
 		t.Errorf("probe runs on %q, want %s-node", node, c)
 	}
 
-	// get asks the client pod to GET u, until the answer holds want or the
-	// attempts run out (kube-proxy and CoreDNS take their time to see new
+	// get asks the client pod to GET u, until the answer holds want or a
+	// minute has passed (kube-proxy and CoreDNS take their time to see new
 	// Services).
 	get := func(u, want string) string {
 		t.Helper()
 		var last string
-		for range 60 {
+		wait.Eventually(t.Context(), t, fmt.Sprintf("GET %s from the client pod holding %q", u, want), time.Minute, 500*time.Millisecond, func() (bool, error) {
 			last = ask(probe + "/get?url=" + url.QueryEscape(u))
-			if strings.Contains(last, want) {
-				return last
-			}
-			time.Sleep(500 * time.Millisecond)
-		}
-		t.Fatalf("GET %s from the client pod: %q, want it to hold %q", u, last, want)
-		return ""
+			return strings.Contains(last, want), fmt.Errorf("answer %q", last)
+		})
+		return last
 	}
 
 	t.Run("ClusterIP", func(t *testing.T) {
@@ -260,17 +258,10 @@ func services(t *testing.T, top, dir, c string) {
 		}
 	})
 	t.Run("DNS", func(t *testing.T) {
-		var resolved string
-		for range 60 {
-			resolved = strings.TrimSpace(ask(probe + "/dns?name=hello.default.svc.cluster.local"))
-			if resolved == clusterIP {
-				break
-			}
-			time.Sleep(500 * time.Millisecond)
-		}
-		if resolved != clusterIP {
-			t.Fatalf("hello.default.svc.cluster.local resolved in the client pod to %q, want %s", resolved, clusterIP)
-		}
+		wait.Eventually(t.Context(), t, "hello.default.svc.cluster.local resolved in the client pod to "+clusterIP, time.Minute, 500*time.Millisecond, func() (bool, error) {
+			resolved := strings.TrimSpace(ask(probe + "/dns?name=hello.default.svc.cluster.local"))
+			return resolved == clusterIP, fmt.Errorf("resolved to %q", resolved)
+		})
 		get("http://hello.default.svc.cluster.local/", "200\nhello from pod hello-")
 		// The short name, through the pod's search path.
 		get("http://hello/", "200\nhello from pod hello-")
@@ -290,14 +281,10 @@ func services(t *testing.T, top, dir, c string) {
 	t.Run("APIServer", func(t *testing.T) {
 		// The kubernetes Service reaches the apiserver through the node's
 		// forwarder, with the pod's ServiceAccount token and CA.
-		var last string
-		for range 60 {
-			if last = ask(probe + "/api?path=/version"); strings.Contains(last, `"gitVersion": "v1.34.4"`) {
-				return
-			}
-			time.Sleep(500 * time.Millisecond)
-		}
-		t.Fatalf("the apiserver from the client pod: %q", last)
+		wait.Eventually(t.Context(), t, "the apiserver's version from the client pod", time.Minute, 500*time.Millisecond, func() (bool, error) {
+			last := ask(probe + "/api?path=/version")
+			return strings.Contains(last, `"gitVersion": "v1.34.4"`), fmt.Errorf("answer %q", last)
+		})
 	})
 }
 

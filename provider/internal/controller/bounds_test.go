@@ -111,13 +111,13 @@ func TestForeignPeerBudget(t *testing.T) {
 			return nil
 		}
 	}
-	eventually(t, "the victim past the route budget is published by name and key, and the inventory says routes are missing",
+	eventually(ctx, t, "the victim past the route budget is published by name and key, and the inventory says routes are missing",
 		victimIs(v1alpha1.ForeignPeer{Name: "zzz-victim", PublicKey: keyA}, fmt.Sprintf("more than %d routes", inv.MaxForeignAllowedIPs)))
 
 	if err := m.Admin.Delete(ctx, &kilov1alpha1.Peer{ObjectMeta: metav1.ObjectMeta{Name: "aaa-0"}}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "with room in the budget the victim's route is published, and nothing is missing",
+	eventually(ctx, t, "with room in the budget the victim's route is published, and nothing is missing",
 		victimIs(v1alpha1.ForeignPeer{Name: "zzz-victim", PublicKey: keyA, AllowedIPs: []string{"10.60.0.0/16"}}, ""))
 }
 
@@ -141,7 +141,7 @@ func TestNodeLabelBound(t *testing.T) {
 	inventory(ctx, t, ns, "all", "member", v1alpha1.NodeInventoryParameters{})
 
 	published(ctx, t, ns, "all", []v1alpha1.ObservedNode{{Name: "plain", Ready: true}})
-	eventually(t, "the inventory says a Node was left out for its labels", func() error {
+	eventually(ctx, t, "the inventory says a Node was left out for its labels", func() error {
 		ni, err := getInventory(ctx, ns, "all")
 		if err != nil {
 			return err
@@ -154,7 +154,7 @@ func TestNodeLabelBound(t *testing.T) {
 
 	mutateNode(ctx, t, m.Admin, "crowded", false, func(n *corev1.Node) { n.Labels = map[string]string{"role": "edge"} })
 	published(ctx, t, ns, "all", []v1alpha1.ObservedNode{{Name: "crowded", Ready: true}, {Name: "plain", Ready: true}})
-	eventually(t, "the inventory is complete again", func() error {
+	eventually(ctx, t, "the inventory is complete again", func() error {
 		ni, err := getInventory(ctx, ns, "all")
 		if err != nil {
 			return err
@@ -339,7 +339,7 @@ func TestHostileMember(t *testing.T) {
 			t.Cleanup(func() {
 				forget(cleanup, t, []client.Object{&v1alpha1.NodeInventory{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "hostile"}}})
 			})
-			eventually(t, tc.reason, func() error {
+			eventually(ctx, t, tc.reason, func() error {
 				ni, err := getInventory(ctx, ns, "hostile")
 				if err != nil {
 					return err

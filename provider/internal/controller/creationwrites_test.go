@@ -47,7 +47,7 @@ func TestInventoryCreationWrites(t *testing.T) {
 	ctx := t.Context()
 	cfg, kube := ownControlPlane(t)
 	m := testenv.StartMember(t, testenv.MemberOptions{})
-	startOwnProvider(t, cfg, func(c *pcontroller.Config) { c.FirstListWait = wait })
+	startOwnProvider(t, cfg, func(c *pcontroller.Config) { c.FirstListWait = waitTimeout })
 	ns := "team"
 	if err := kube.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
 		t.Fatal(err)
@@ -69,7 +69,7 @@ func TestInventoryCreationWrites(t *testing.T) {
 		t.Fatal(err)
 	}
 	var writes []string
-	deadline := time.After(wait)
+	deadline := time.After(waitTimeout)
 	for {
 		select {
 		case ev := <-w.ResultChan():

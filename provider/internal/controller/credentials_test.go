@@ -275,7 +275,7 @@ func TestCredentials(t *testing.T) {
 			if err := cp.kube.Create(ctx, ni); err != nil {
 				t.Fatal(err)
 			}
-			eventually(t, tc.reason, synced(inventoryOf(ctx, ns, n), tc.want.synced, tc.want.message))
+			eventually(ctx, t, tc.reason, synced(inventoryOf(ctx, ns, n), tc.want.synced, tc.want.message))
 			// The owner of the inventory hands nothing to any provider for
 			// a member whose credentials provider-kilomesh refuses; a member
 			// that merely does not answer keeps its credentials.
@@ -283,7 +283,7 @@ func TestCredentials(t *testing.T) {
 			if tc.want.synced == corev1.ConditionFalse && name != "UnreachableServer" {
 				accepted, msg = corev1.ConditionFalse, tc.want.message
 			}
-			eventually(t, tc.reason+" (CredentialsAccepted)", func() error {
+			eventually(ctx, t, tc.reason+" (CredentialsAccepted)", func() error {
 				ni, err := getInventory(ctx, ns, n)
 				if err != nil {
 					return err
@@ -353,7 +353,7 @@ func TestConfigInUseIsProtected(t *testing.T) {
 		inventoryOf(ctx, ns, "inventory"),
 		peerSetOf(ctx, ns, "peers"),
 	} {
-		eventually(t, "the resources use their configs", synced(get, corev1.ConditionTrue, ""))
+		eventually(ctx, t, "the resources use their configs", synced(get, corev1.ConditionTrue, ""))
 	}
 
 	pc := &testenv.PKProviderConfig{}
@@ -377,8 +377,8 @@ func TestConfigInUseIsProtected(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	eventually(t, "the ProviderConfig in use is kept", terminating(pc, func() xpv2.Condition { return pc.GetCondition("Terminating") }))
-	eventually(t, "the ClusterProviderConfig in use is kept", terminating(cl, func() xpv2.Condition { return cl.GetCondition("Terminating") }))
+	eventually(ctx, t, "the ProviderConfig in use is kept", terminating(pc, func() xpv2.Condition { return pc.GetCondition("Terminating") }))
+	eventually(ctx, t, "the ClusterProviderConfig in use is kept", terminating(cl, func() xpv2.Condition { return cl.GetCondition("Terminating") }))
 	if pc.GetUsers() != 1 || cl.GetUsers() != 1 {
 		t.Errorf("users: want 1 and 1, got %d and %d", pc.GetUsers(), cl.GetUsers())
 	}
@@ -388,11 +388,11 @@ func TestConfigInUseIsProtected(t *testing.T) {
 		if err := cp.kube.Delete(ctx, obj); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, "the resource is deleted", gone(ctx, obj))
+		eventually(ctx, t, "the resource is deleted", gone(ctx, obj))
 	}
-	eventually(t, "the PeerSet's Peers are deleted", hasPeers(ctx, t, m.Admin, nil))
-	eventually(t, "the ProviderConfig is released", gone(ctx, pc))
-	eventually(t, "the ClusterProviderConfig is released", gone(ctx, cl))
+	eventually(ctx, t, "the PeerSet's Peers are deleted", hasPeers(ctx, t, m.Admin, nil))
+	eventually(ctx, t, "the ProviderConfig is released", gone(ctx, pc))
+	eventually(ctx, t, "the ClusterProviderConfig is released", gone(ctx, cl))
 }
 
 func deleteInventories(t *testing.T, ns string) {
@@ -402,7 +402,7 @@ func deleteInventories(t *testing.T, ns string) {
 		t.Error(err)
 		return
 	}
-	eventually(t, "the inventories are deleted", func() error {
+	eventually(ctx, t, "the inventories are deleted", func() error {
 		l := &v1alpha1.NodeInventoryList{}
 		if err := cp.kube.List(ctx, l, client.InNamespace(ns)); err != nil {
 			return err

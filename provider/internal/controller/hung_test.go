@@ -200,10 +200,10 @@ func TestHungMember(t *testing.T) {
 					if err := cp.kube.Delete(cleanup, obj); err != nil {
 						t.Error(err)
 					}
-					eventually(t, "the healthy member's resource is deleted", gone(cleanup, obj))
+					eventually(cleanup, t, "the healthy member's resource is deleted", gone(cleanup, obj))
 				}
 			})
-			eventually(t, tc.reason+" The healthy member's inventory publishes its node", func() error {
+			eventually(ctx, t, tc.reason+" The healthy member's inventory publishes its node", func() error {
 				got, err := getInventory(ctx, ns, "healthy")
 				if err != nil {
 					return err
@@ -213,7 +213,7 @@ func TestHungMember(t *testing.T) {
 				}
 				return nil
 			})
-			eventually(t, tc.reason+" The healthy member's PeerSet applies its Peer", func() error {
+			eventually(ctx, t, tc.reason+" The healthy member's PeerSet applies its Peer", func() error {
 				got, err := getPeerSet(ctx, ns, "healthy")
 				if err != nil {
 					return err
@@ -238,8 +238,8 @@ func TestHungMember(t *testing.T) {
 			// Its requests time out, and say so.
 			for i := range hungUsers {
 				n := fmt.Sprintf("hung-%d", i)
-				eventually(t, "the hung member's inventory reports it", synced(inventoryOf(ctx, ns, n), corev1.ConditionFalse, "cannot observe the Nodes of the cluster"))
-				eventually(t, "the hung member's PeerSet reports it", synced(peerSetOf(ctx, ns, n), corev1.ConditionFalse, "cannot observe the Peers of the cluster"))
+				eventually(ctx, t, "the hung member's inventory reports it", synced(inventoryOf(ctx, ns, n), corev1.ConditionFalse, "cannot observe the Nodes of the cluster"))
+				eventually(ctx, t, "the hung member's PeerSet reports it", synced(peerSetOf(ctx, ns, n), corev1.ConditionFalse, "cannot observe the Peers of the cluster"))
 			}
 		})
 	}

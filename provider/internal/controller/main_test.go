@@ -42,6 +42,7 @@ import (
 	"github.com/crossplane/crossplane-runtime/v2/pkg/ratelimiter"
 
 	"github.com/kilomesh/kilomesh/apis/kube/v1alpha1"
+	"github.com/kilomesh/kilomesh/internal/testing/wait"
 	"github.com/kilomesh/kilomesh/provider/internal/clients"
 	pcontroller "github.com/kilomesh/kilomesh/provider/internal/controller"
 	"github.com/kilomesh/kilomesh/provider/internal/remote"
@@ -60,9 +61,9 @@ var cp struct {
 	inCluster *rest.Config
 }
 
-// wait bounds every wait for an eventual state; it is a deadline for a hung
-// test, not a performance assertion.
-const wait = 90 * time.Second
+// waitTimeout bounds every wait for an eventual state; it is a deadline for
+// a hung test, not a performance assertion.
+const waitTimeout = 90 * time.Second
 
 func TestMain(m *testing.M) {
 	if !testenv.Enabled() {
@@ -163,27 +164,20 @@ func needAPIServers(t *testing.T) {
 }
 
 // eventually calls fn until it returns nil, failing the test with fn's last
-// error after the deadline.
-func eventually(t *testing.T, what string, fn func() error) {
+// error after waitTimeout.
+func eventually(ctx context.Context, t *testing.T, what string, fn func() error) {
 	t.Helper()
-	eventuallyWithin(t, wait, what, fn)
+	eventuallyWithin(ctx, t, waitTimeout, what, fn)
 }
 
 // eventuallyWithin is eventually with another deadline, for states that a
 // slower mechanism would also reach in the end.
-func eventuallyWithin(t *testing.T, d time.Duration, what string, fn func() error) {
+func eventuallyWithin(ctx context.Context, t *testing.T, d time.Duration, what string, fn func() error) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for {
+	wait.Eventually(ctx, t, what, d, 50*time.Millisecond, func() (bool, error) {
 		err := fn()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: still not true after %s: %v", what, d, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return err == nil, err
+	})
 }
 
 var nsSeq struct {

@@ -115,7 +115,7 @@ func inventory(ctx context.Context, t *testing.T, ns, name, pc string, params v1
 func published(ctx context.Context, t *testing.T, ns, name string, want []v1alpha1.ObservedNode) *v1alpha1.NodeInventory {
 	t.Helper()
 	var got *v1alpha1.NodeInventory
-	eventually(t, "inventory "+name+" publishes the expected nodes", func() error {
+	eventually(ctx, t, "inventory "+name+" publishes the expected nodes", func() error {
 		ni, err := getInventory(ctx, ns, name)
 		if err != nil {
 			return err
@@ -349,7 +349,7 @@ func TestNodeInventory(t *testing.T) {
 			n.Annotations[kilov1alpha1.AnnotationWireguardIP] = "10.4.0.9/16"
 		})
 		writes := 0
-		deadline := time.After(wait)
+		deadline := time.After(waitTimeout)
 		for seen := false; !seen; {
 			select {
 			case ev := <-w.ResultChan():
@@ -364,7 +364,7 @@ func TestNodeInventory(t *testing.T) {
 				k := got.Status.AtProvider.Nodes[0].Kilo
 				seen = k != nil && k.WireguardIP == "10.4.0.9/16"
 			case <-deadline:
-				t.Fatalf("the relevant change did not reach status within %s (%d writes)", wait, writes)
+				t.Fatalf("the relevant change did not reach status within %s (%d writes)", waitTimeout, writes)
 			}
 		}
 		if writes != 1 {
@@ -492,13 +492,13 @@ func TestNodeInventory(t *testing.T) {
 				return nil
 			}
 		}
-		eventually(t, "the Peer without the owned labels is reported", foreign([]v1alpha1.ForeignPeer{{Name: "theirs", PublicKey: keyD, AllowedIPs: []string{"10.9.0.2/32"}}}))
+		eventually(ctx, t, "the Peer without the owned labels is reported", foreign([]v1alpha1.ForeignPeer{{Name: "theirs", PublicKey: keyD, AllowedIPs: []string{"10.9.0.2/32"}}}))
 
 		p := &kilov1alpha1.Peer{ObjectMeta: metav1.ObjectMeta{Name: "hand-made"}, Spec: kilov1alpha1.PeerSpec{AllowedIPs: []string{"10.9.0.3/32"}, PublicKey: keyA}}
 		if err := mc.Create(ctx, p); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, "a new foreign Peer is reported", foreign([]v1alpha1.ForeignPeer{{Name: "hand-made", PublicKey: keyA, AllowedIPs: []string{"10.9.0.3/32"}}, {Name: "theirs", PublicKey: keyD, AllowedIPs: []string{"10.9.0.2/32"}}}))
+		eventually(ctx, t, "a new foreign Peer is reported", foreign([]v1alpha1.ForeignPeer{{Name: "hand-made", PublicKey: keyA, AllowedIPs: []string{"10.9.0.3/32"}}, {Name: "theirs", PublicKey: keyD, AllowedIPs: []string{"10.9.0.2/32"}}}))
 
 		ni, err := getInventory(ctx, ns, "all")
 		if err != nil {
@@ -515,7 +515,7 @@ func TestNodeInventory(t *testing.T) {
 			t.Fatal(err)
 		}
 		m.Proxy.Cut()
-		eventually(t, "Synced=False while the cluster cannot be reached", synced(inventoryOf(ctx, ns, "all"), corev1.ConditionFalse, "cannot observe the Nodes of the cluster"))
+		eventually(ctx, t, "Synced=False while the cluster cannot be reached", synced(inventoryOf(ctx, ns, "all"), corev1.ConditionFalse, "cannot observe the Nodes of the cluster"))
 		during, err := getInventory(ctx, ns, "all")
 		if err != nil {
 			t.Fatal(err)
@@ -569,9 +569,9 @@ func TestNodeInventory(t *testing.T) {
 			if err := cp.kube.Delete(ctx, ni); err != nil {
 				t.Fatal(err)
 			}
-			eventually(t, "inventory "+name+" is deleted", gone(ctx, ni))
+			eventually(ctx, t, "inventory "+name+" is deleted", gone(ctx, ni))
 		}
-		eventually(t, "the cluster is no longer watched once no inventory uses it", func() error {
+		eventually(ctx, t, "the cluster is no longer watched once no inventory uses it", func() error {
 			if cp.reg.Watching(key) {
 				return errors.New("the cluster is still watched")
 			}

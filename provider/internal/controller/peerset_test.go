@@ -150,8 +150,8 @@ func TestPeerSet(t *testing.T) {
 	}
 
 	t.Run("AppliesTheRestAndReportsProblems", func(t *testing.T) {
-		eventually(t, "the valid Peers are applied", hasPeers(ctx, t, mc, map[string]v1alpha1.DesiredPeer{"peer-a": a, "peer-b": b}, foreignNames...))
-		eventually(t, "the problems are reported", func() error {
+		eventually(ctx, t, "the valid Peers are applied", hasPeers(ctx, t, mc, map[string]v1alpha1.DesiredPeer{"peer-a": a, "peer-b": b}, foreignNames...))
+		eventually(ctx, t, "the problems are reported", func() error {
 			got, err := getPeerSet(ctx, ns, "to-member")
 			if err != nil {
 				return err
@@ -192,12 +192,12 @@ func TestPeerSet(t *testing.T) {
 		if err := mc.Update(ctx, p, client.FieldOwner("kubectl-edit")); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, "the owned Peer is put back", hasPeers(ctx, t, mc, map[string]v1alpha1.DesiredPeer{"peer-a": a, "peer-b": b}, foreignNames...))
+		eventually(ctx, t, "the owned Peer is put back", hasPeers(ctx, t, mc, map[string]v1alpha1.DesiredPeer{"peer-a": a, "peer-b": b}, foreignNames...))
 		unchangedForeign(t)
 	})
 
 	t.Run("PeersNoLongerDesiredAreDeleted", func(t *testing.T) {
-		eventually(t, "the set is updated", func() error {
+		eventually(ctx, t, "the set is updated", func() error {
 			got, err := getPeerSet(ctx, ns, "to-member")
 			if err != nil {
 				return err
@@ -205,7 +205,7 @@ func TestPeerSet(t *testing.T) {
 			got.Spec.ForProvider.Peers = []v1alpha1.DesiredPeer{a, clashKey}
 			return cp.kube.Update(ctx, got)
 		})
-		eventually(t, "peer-b is deleted", hasPeers(ctx, t, mc, map[string]v1alpha1.DesiredPeer{"peer-a": a}, foreignNames...))
+		eventually(ctx, t, "peer-b is deleted", hasPeers(ctx, t, mc, map[string]v1alpha1.DesiredPeer{"peer-a": a}, foreignNames...))
 		unchangedForeign(t)
 	})
 
@@ -213,8 +213,8 @@ func TestPeerSet(t *testing.T) {
 		if err := cp.kube.Delete(ctx, ps); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, "the set is gone", gone(ctx, &v1alpha1.PeerSet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "to-member"}}))
-		eventually(t, "only the foreign Peers remain", hasPeers(ctx, t, mc, nil, foreignNames...))
+		eventually(ctx, t, "the set is gone", gone(ctx, &v1alpha1.PeerSet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "to-member"}}))
+		eventually(ctx, t, "only the foreign Peers remain", hasPeers(ctx, t, mc, nil, foreignNames...))
 		unchangedForeign(t)
 	})
 }
@@ -231,13 +231,13 @@ func TestPeerSetWithoutPeerCRD(t *testing.T) {
 	if err := cp.kube.Create(ctx, ps); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "a missing Peer CRD is named in Synced", synced(peerSetOf(ctx, ns, "to-member"), corev1.ConditionFalse, "kilo.squat.ai Peer CRD not installed in this cluster"))
+	eventually(ctx, t, "a missing Peer CRD is named in Synced", synced(peerSetOf(ctx, ns, "to-member"), corev1.ConditionFalse, "kilo.squat.ai Peer CRD not installed in this cluster"))
 
 	// Nothing to delete in such a cluster: deletion finishes.
 	if err := cp.kube.Delete(ctx, ps); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the set is gone", gone(ctx, ps))
+	eventually(ctx, t, "the set is gone", gone(ctx, ps))
 }
 
 // TestPeerRouteConflict shares a member between a hand-made VPN Peer and
@@ -293,8 +293,8 @@ func TestPeerRouteConflict(t *testing.T) {
 	}
 
 	t.Run("RouteOfAHandMadePeerWithheld", func(t *testing.T) {
-		eventually(t, "the route the VPN Peer has is withheld, and said", problem(tenantA, "a", `10.50.1.0/24 (Peer "vpn" routes 10.50.0.0/16)`))
-		eventually(t, "the rest of the Peer is applied", routesOf("peer-a", "10.60.0.0/24"))
+		eventually(ctx, t, "the route the VPN Peer has is withheld, and said", problem(tenantA, "a", `10.50.1.0/24 (Peer "vpn" routes 10.50.0.0/16)`))
+		eventually(ctx, t, "the rest of the Peer is applied", routesOf("peer-a", "10.60.0.0/24"))
 	})
 
 	t.Run("AnotherTenantCannotRouteIt", func(t *testing.T) {
@@ -305,7 +305,7 @@ func TestPeerRouteConflict(t *testing.T) {
 		if err := cp.kube.Create(ctx, b); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, "the other tenant's route is withheld, and said", problem(tenantB, "b", `10.60.0.0/25 (Peer "peer-a" routes 10.60.0.0/24)`))
+		eventually(ctx, t, "the other tenant's route is withheld, and said", problem(tenantB, "b", `10.60.0.0/25 (Peer "peer-a" routes 10.60.0.0/24)`))
 		if _, ok := peers(ctx, t, mc)["peer-b"]; ok {
 			t.Error("a Peer left without a route was written")
 		}
@@ -318,7 +318,7 @@ func TestPeerRouteConflict(t *testing.T) {
 		}
 		// A change of the set makes it write peer-a again, with the late
 		// Peer in the member.
-		eventually(t, "the set is updated", func() error {
+		eventually(ctx, t, "the set is updated", func() error {
 			got, err := getPeerSet(ctx, tenantA, "a")
 			if err != nil {
 				return err
@@ -326,7 +326,7 @@ func TestPeerRouteConflict(t *testing.T) {
 			got.Spec.ForProvider.Peers[0].Labels["kilomesh.io/revision"] = "2"
 			return cp.kube.Update(ctx, got)
 		})
-		eventually(t, "peer-a is written again", func() error {
+		eventually(ctx, t, "peer-a is written again", func() error {
 			if p := peers(ctx, t, mc)["peer-a"]; p.Labels["kilomesh.io/revision"] != "2" {
 				return fmt.Errorf("peer-a has labels %v", p.Labels)
 			}

@@ -129,10 +129,10 @@ func TestControlPlanePermissions(t *testing.T) {
 			return nil
 		}
 	}
-	eventually(t, "the restricted provider publishes the Nodes", ready(ni))
-	eventually(t, "the restricted provider applies the Peers", ready(ps))
-	eventually(t, "the Peer is in the member cluster", hasPeers(ctx, t, m.Admin, map[string]v1alpha1.DesiredPeer{"peer-a": desired("peer-a", keyA, "10.2.1.0/24")}))
-	eventually(t, "the restricted provider records its use of the config", func() error {
+	eventually(ctx, t, "the restricted provider publishes the Nodes", ready(ni))
+	eventually(ctx, t, "the restricted provider applies the Peers", ready(ps))
+	eventually(ctx, t, "the Peer is in the member cluster", hasPeers(ctx, t, m.Admin, map[string]v1alpha1.DesiredPeer{"peer-a": desired("peer-a", keyA, "10.2.1.0/24")}))
+	eventually(ctx, t, "the restricted provider records its use of the config", func() error {
 		l, err := listUsages(ctx, admin, ns)
 		if err != nil {
 			return err
@@ -163,7 +163,7 @@ func TestControlPlanePermissions(t *testing.T) {
 	if err := admin.Update(ctx, secret); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the restricted provider follows the rotated Secret", func() error {
+	eventually(ctx, t, "the restricted provider follows the rotated Secret", func() error {
 		if k, _ := reg.ClusterOf(u); k == old {
 			return errors.New("the inventory still uses the old kubeconfig")
 		}
@@ -174,7 +174,7 @@ func TestControlPlanePermissions(t *testing.T) {
 		if err := admin.Delete(ctx, obj); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, "the restricted provider finishes the deletion", func() error {
+		eventually(ctx, t, "the restricted provider finishes the deletion", func() error {
 			err := admin.Get(ctx, client.ObjectKeyFromObject(obj), obj)
 			if err == nil {
 				return fmt.Errorf("%s still exists", obj.GetName())
@@ -182,8 +182,8 @@ func TestControlPlanePermissions(t *testing.T) {
 			return client.IgnoreNotFound(err)
 		})
 	}
-	eventually(t, "the Peer is deleted", hasPeers(ctx, t, m.Admin, nil))
-	eventually(t, "the usages are deleted", func() error {
+	eventually(ctx, t, "the Peer is deleted", hasPeers(ctx, t, m.Admin, nil))
+	eventually(ctx, t, "the usages are deleted", func() error {
 		l, err := listUsages(ctx, admin, ns)
 		if err != nil {
 			return err

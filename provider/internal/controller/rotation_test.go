@@ -105,7 +105,7 @@ func TestCredentialRotation(t *testing.T) {
 	}
 	published(ctx, t, ns, "a", []v1alpha1.ObservedNode{nodeA1})
 	published(ctx, t, ns, "b", []v1alpha1.ObservedNode{{Name: "b-1", Kilo: &v1alpha1.KiloAnnotations{Key: keyB}, Stale: true}})
-	eventually(t, "the PeerSet's Peer is applied", hasPeers(ctx, t, m.Admin, map[string]v1alpha1.DesiredPeer{"peer-b": peer}))
+	eventually(ctx, t, "the PeerSet's Peer is applied", hasPeers(ctx, t, m.Admin, map[string]v1alpha1.DesiredPeer{"peer-b": peer}))
 
 	userA := remote.User{Kind: v1alpha1.NodeInventoryKind, NamespacedName: types.NamespacedName{Namespace: ns, Name: "a"}}
 	userB := remote.User{Kind: v1alpha1.NodeInventoryKind, NamespacedName: types.NamespacedName{Namespace: ns, Name: "b"}}
@@ -146,7 +146,7 @@ func TestCredentialRotation(t *testing.T) {
 		t.Helper()
 		start := time.Now()
 		var now string
-		eventually(t, what, func() error {
+		eventually(ctx, t, what, func() error {
 			now = keyOf(userA)
 			if now == old {
 				return errors.New("inventory a still uses the old credentials")
@@ -181,7 +181,7 @@ func TestCredentialRotation(t *testing.T) {
 		setSecret("a", kc)
 		moved("the rotated Secret is used", old)
 		// The old credentials' connections are closed, not left idle.
-		eventuallyWithin(t, closeWithin, "the old connections are closed", func() error {
+		eventuallyWithin(ctx, t, closeWithin, "the old connections are closed", func() error {
 			if n := m.Proxy.Open(); n != 0 {
 				return fmt.Errorf("%d connections to the old address are still open", n)
 			}
@@ -200,8 +200,8 @@ func TestCredentialRotation(t *testing.T) {
 		t.Helper()
 		setSecret("a", kc)
 		msg := fmt.Sprintf("%s of Secret %s/a", why, ns)
-		eventually(t, "inventory a says why", synced(inventoryOf(ctx, ns, "a"), corev1.ConditionFalse, msg))
-		eventually(t, "PeerSet to-a says why", synced(peerSetOf(ctx, ns, "to-a"), corev1.ConditionFalse, msg))
+		eventually(ctx, t, "inventory a says why", synced(inventoryOf(ctx, ns, "a"), corev1.ConditionFalse, msg))
+		eventually(ctx, t, "PeerSet to-a says why", synced(peerSetOf(ctx, ns, "to-a"), corev1.ConditionFalse, msg))
 		ni, err := getInventory(ctx, ns, "a")
 		if err != nil {
 			t.Fatal(err)
@@ -266,8 +266,8 @@ func TestCredentialRotation(t *testing.T) {
 		}
 		moved("the config's new Secret is used", old)
 		published(ctx, t, ns, "a", []v1alpha1.ObservedNode{nodeA1, nodeA2})
-		eventually(t, "the PeerSet recovers", synced(peerSetOf(ctx, ns, "to-a"), corev1.ConditionTrue, ""))
-		eventually(t, "the Secret no longer named is not watched", func() error {
+		eventually(ctx, t, "the PeerSet recovers", synced(peerSetOf(ctx, ns, "to-a"), corev1.ConditionTrue, ""))
+		eventually(ctx, t, "the Secret no longer named is not watched", func() error {
 			if cp.reg.Watches(clients.Source{Kind: clients.KindSecret, Namespace: ns, Name: "a"}) {
 				return errors.New("Secret a is still watched")
 			}
@@ -317,9 +317,9 @@ func TestCredentialRotation(t *testing.T) {
 			if err := cp.kube.Delete(ctx, obj); err != nil {
 				t.Fatal(err)
 			}
-			eventually(t, obj.GetName()+" is deleted", gone(ctx, obj))
+			eventually(ctx, t, obj.GetName()+" is deleted", gone(ctx, obj))
 		}
-		eventuallyWithin(t, closeWithin, "the watches, connections and goroutines of both members are gone", func() error {
+		eventuallyWithin(ctx, t, closeWithin, "the watches, connections and goroutines of both members are gone", func() error {
 			switch {
 			case cp.reg.Watching(keyA) || cp.reg.Watching(keyB):
 				return errors.New("a member is still watched")

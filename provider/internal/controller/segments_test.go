@@ -73,8 +73,8 @@ func TestSegmentSets(t *testing.T) {
 	if err := cp.kube.Create(ctx, ps); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the inline Peers are applied", hasPeers(ctx, t, mc, map[string]v1alpha1.DesiredPeer{"peer-a": a, "peer-b": b}))
-	eventually(t, "the set is reconciled", reconciled(ctx, ns, "to-member"))
+	eventually(ctx, t, "the inline Peers are applied", hasPeers(ctx, t, mc, map[string]v1alpha1.DesiredPeer{"peer-a": a, "peer-b": b}))
+	eventually(ctx, t, "the set is reconciled", reconciled(ctx, ns, "to-member"))
 
 	// The SegmentSet holds a, b and c; the set omits c, and writes its own
 	// form of b.
@@ -91,7 +91,7 @@ func TestSegmentSets(t *testing.T) {
 			p.Spec.ForProvider.Peers = nil
 			p.Spec.ForProvider.SegmentSetRefs = []v1alpha1.SegmentSetReference{{Name: "segments-b", Omit: []string{"peer-c"}}}
 		})
-		eventually(t, "the set is reconciled in the shared form", reconciled(ctx, ns, "to-member"))
+		eventually(ctx, t, "the set is reconciled in the shared form", reconciled(ctx, ns, "to-member"))
 		if d := cmp.Diff(before, versions(ctx, t, mc)); d != "" {
 			t.Errorf("A PeerSet whose Peers move into a SegmentSet it references keeps the same Peers: none may be written or deleted.\n-before +after:\n%s", d)
 		}
@@ -99,13 +99,13 @@ func TestSegmentSets(t *testing.T) {
 
 	t.Run("OwnFormReplacesTheSegmentSets", func(t *testing.T) {
 		update(ctx, t, ns, "to-member", func(p *v1alpha1.PeerSet) { p.Spec.ForProvider.Peers = []v1alpha1.DesiredPeer{ownB} })
-		eventually(t, "the set's own form of peer-b is applied", hasPeers(ctx, t, mc, map[string]v1alpha1.DesiredPeer{"peer-a": a, "peer-b": ownB}))
+		eventually(ctx, t, "the set's own form of peer-b is applied", hasPeers(ctx, t, mc, map[string]v1alpha1.DesiredPeer{"peer-a": a, "peer-b": ownB}))
 	})
 
 	t.Run("AChangedSegmentSetIsFollowed", func(t *testing.T) {
 		// Only a watch of SegmentSets brings this change: the PeerSet itself
 		// does not change, and its poll is an hour.
-		eventually(t, "the set is reconciled", reconciled(ctx, ns, "to-member"))
+		eventually(ctx, t, "the set is reconciled", reconciled(ctx, ns, "to-member"))
 		// The set's own writes wake it once more through the member's
 		// watch; that wake-up must be over before the SegmentSet changes.
 		time.Sleep(2 * time.Second)
@@ -122,7 +122,7 @@ func TestSegmentSets(t *testing.T) {
 		if err := cp.kube.Update(ctx, s); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, "peer-a follows its SegmentSet", hasPeers(ctx, t, mc, map[string]v1alpha1.DesiredPeer{"peer-a": a2, "peer-b": ownB}))
+		eventually(ctx, t, "peer-a follows its SegmentSet", hasPeers(ctx, t, mc, map[string]v1alpha1.DesiredPeer{"peer-a": a2, "peer-b": ownB}))
 		// The reconcile that applied it ends its status where it began.
 		time.Sleep(2 * time.Second)
 		got, err := getPeerSet(ctx, ns, "to-member")
@@ -143,7 +143,7 @@ func TestSegmentSets(t *testing.T) {
 		update(ctx, t, ns, "to-member", func(p *v1alpha1.PeerSet) {
 			p.Spec.ForProvider.SegmentSetRefs = append(p.Spec.ForProvider.SegmentSetRefs, v1alpha1.SegmentSetReference{Name: "not-yet"})
 		})
-		eventually(t, "the set says which reference it cannot resolve", synced(peerSetOf(ctx, ns, "to-member"), corev1.ConditionFalse, `spec.forProvider.segmentSetRefs[1].name: Not found: "not-yet"`))
+		eventually(ctx, t, "the set says which reference it cannot resolve", synced(peerSetOf(ctx, ns, "to-member"), corev1.ConditionFalse, `spec.forProvider.segmentSetRefs[1].name: Not found: "not-yet"`))
 		if d := cmp.Diff(before, versions(ctx, t, mc)); d != "" {
 			t.Errorf("A PeerSet that cannot resolve what it keeps must write and delete nothing.\n-before +after:\n%s", d)
 		}
@@ -152,7 +152,7 @@ func TestSegmentSets(t *testing.T) {
 		if err := cp.kube.Create(ctx, late); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, "the late SegmentSet's Peer is applied", func() error {
+		eventually(ctx, t, "the late SegmentSet's Peer is applied", func() error {
 			if _, ok := peers(ctx, t, mc)["peer-d"]; !ok {
 				return errors.New("peer-d is not in the member")
 			}
@@ -182,7 +182,7 @@ func TestSegmentSetsStayInTheirNamespace(t *testing.T) {
 	if err := cp.kube.Create(ctx, ps); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the reference is not found in the tenant's namespace", synced(peerSetOf(ctx, tenantNS, "steal"), corev1.ConditionFalse, `segmentSetRefs[0].name: Not found: "segments"`))
+	eventually(ctx, t, "the reference is not found in the tenant's namespace", synced(peerSetOf(ctx, tenantNS, "steal"), corev1.ConditionFalse, `segmentSetRefs[0].name: Not found: "segments"`))
 	if got := peers(ctx, t, m.Admin); len(got) != 0 {
 		t.Errorf("A PeerSet reaches only the SegmentSets of its own namespace; the member holds %d Peers", len(got))
 	}
@@ -191,7 +191,7 @@ func TestSegmentSetsStayInTheirNamespace(t *testing.T) {
 // update changes a PeerSet, retrying on conflicts.
 func update(ctx context.Context, t *testing.T, ns, name string, fn func(*v1alpha1.PeerSet)) {
 	t.Helper()
-	eventually(t, "the PeerSet is updated", func() error {
+	eventually(ctx, t, "the PeerSet is updated", func() error {
 		ps, err := getPeerSet(ctx, ns, name)
 		if err != nil {
 			return err
@@ -243,8 +243,8 @@ func TestSegmentSetsOfAnotherMesh(t *testing.T) {
 	if err := cp.kube.Create(ctx, ps); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the SegmentSet of the set's own mesh is kept", hasPeers(ctx, t, m.Admin, map[string]v1alpha1.DesiredPeer{"peer-a": own.Spec.Peers[0]}))
-	eventually(t, "the set is reconciled", reconciled(ctx, ns, "mesh-a-member"))
+	eventually(ctx, t, "the SegmentSet of the set's own mesh is kept", hasPeers(ctx, t, m.Admin, map[string]v1alpha1.DesiredPeer{"peer-a": own.Spec.Peers[0]}))
+	eventually(ctx, t, "the set is reconciled", reconciled(ctx, ns, "mesh-a-member"))
 
 	cases := []struct {
 		name, reason, ref, want string
@@ -258,7 +258,7 @@ func TestSegmentSetsOfAnotherMesh(t *testing.T) {
 			update(ctx, t, ns, "mesh-a-member", func(p *v1alpha1.PeerSet) {
 				p.Spec.ForProvider.SegmentSetRefs = []v1alpha1.SegmentSetReference{{Name: "a-segments"}, {Name: tc.ref}}
 			})
-			eventually(t, "the reference is refused", synced(peerSetOf(ctx, ns, "mesh-a-member"), corev1.ConditionFalse, tc.want))
+			eventually(ctx, t, "the reference is refused", synced(peerSetOf(ctx, ns, "mesh-a-member"), corev1.ConditionFalse, tc.want))
 			if d := cmp.Diff(before, versions(ctx, t, m.Admin)); d != "" {
 				t.Errorf("%s A PeerSet that references it must write and delete nothing.\n-before +after:\n%s", tc.reason, d)
 			}
@@ -310,7 +310,7 @@ func TestSegmentSetBounds(t *testing.T) {
 		if err := cp.kube.Create(ctx, ps); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, "the set stops at the read budget", synced(peerSetOf(ctx, ns, "omits-all"), corev1.ConditionFalse, "segmentSetRefs[10].name: Too many"))
+		eventually(ctx, t, "the set stops at the read budget", synced(peerSetOf(ctx, ns, "omits-all"), corev1.ConditionFalse, "segmentSetRefs[10].name: Too many"))
 		if got := peers(ctx, t, m.Admin); len(got) != 0 {
 			t.Errorf("A PeerSet over the read budget must write nothing, not even its own Peers; the member holds %d Peers", len(got))
 		}

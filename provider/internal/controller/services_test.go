@@ -324,14 +324,14 @@ func TestServiceSync(t *testing.T) {
 
 	t.Run("ExportImported", func(t *testing.T) {
 		want := &importState{Type: "ClusterSetIP", IPs: 1, IPIsSvc: true, Clusters: []string{"a-1111"}, Ready: map[string][]string{"a-1111": {"10.1.1.5", "10.1.1.6"}}}
-		eventually(t, "hello imported into b", wantImport(ctx, b.c, "hello", want))
-		eventually(t, "hello imported into c", wantImport(ctx, c.c, "hello", want))
-		eventually(t, "hello's export reports the endpoints it refused", wantExport(ctx, a.c, "shop", "hello", map[string]string{
+		eventually(ctx, t, "hello imported into b", wantImport(ctx, b.c, "hello", want))
+		eventually(ctx, t, "hello imported into c", wantImport(ctx, c.c, "hello", want))
+		eventually(ctx, t, "hello's export reports the endpoints it refused", wantExport(ctx, a.c, "shop", "hello", map[string]string{
 			"Valid": "True/Valid", "Ready": "True/Exported", "Conflict": "False/NoConflicts", servicesync.ConditionEndpointsRefused: "True/" + servicesync.ReasonEndpointsRefused,
 		}, ns, "services-a"))
 	})
 	t.Run("Headless", func(t *testing.T) {
-		eventually(t, "db imported into b, headless", wantImport(ctx, b.c, "db", &importState{
+		eventually(ctx, t, "db imported into b, headless", wantImport(ctx, b.c, "db", &importState{
 			Type: "Headless", Clusters: []string{"a-1111"}, Ready: map[string][]string{"a-1111": {"10.1.2.1", "10.1.2.2"}}, Hosts: []string{"db-0.a-1111", "db-1.a-1111"},
 		}))
 	})
@@ -339,7 +339,7 @@ func TestServiceSync(t *testing.T) {
 		// hello and db of shop are imported by now, so the ServiceSyncs
 		// have planned; nothing of other reaches b, though the provider
 		// may read and write there.
-		eventually(t, "hello imported into b", wantImport(ctx, b.c, "hello", &importState{Type: "ClusterSetIP", IPs: 1, IPIsSvc: true, Clusters: []string{"a-1111"}, Ready: map[string][]string{"a-1111": {"10.1.1.5", "10.1.1.6"}}}))
+		eventually(ctx, t, "hello imported into b", wantImport(ctx, b.c, "hello", &importState{Type: "ClusterSetIP", IPs: 1, IPIsSvc: true, Clusters: []string{"a-1111"}, Ready: map[string][]string{"a-1111": {"10.1.1.5", "10.1.1.6"}}}))
 		if _, err := importOf(ctx, b.c, "other", "secret"); !kerrors.IsNotFound(err) {
 			t.Errorf("an export in an undeclared namespace was imported: %v", err)
 		}
@@ -348,7 +348,7 @@ func TestServiceSync(t *testing.T) {
 		}
 	})
 	t.Run("HandMadeImport", func(t *testing.T) {
-		eventually(t, "b's ServiceSync reports the name taken", func() error {
+		eventually(ctx, t, "b's ServiceSync reports the name taken", func() error {
 			s := &v1alpha1.ServiceSync{}
 			if err := cp.kube.Get(ctx, client.ObjectKey{Namespace: ns, Name: "services-b"}, s); err != nil {
 				return err
@@ -384,7 +384,7 @@ func TestServiceSync(t *testing.T) {
 		if err := b.c.Get(ctx, client.ObjectKey{Namespace: "shop", Name: "hello"}, before); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, "the second mesh reports b's shop/hello taken", func() error {
+		eventually(ctx, t, "the second mesh reports b's shop/hello taken", func() error {
 			s := &v1alpha1.ServiceSync{}
 			if err := cp.kube.Get(ctx, client.ObjectKeyFromObject(other), s); err != nil {
 				return err
@@ -413,9 +413,9 @@ func TestServiceSync(t *testing.T) {
 		if err := cp.kube.Delete(ctx, other); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, "the second mesh's ServiceSync gone", absent(ctx, cp.kube, other))
+		eventually(ctx, t, "the second mesh's ServiceSync gone", absent(ctx, cp.kube, other))
 		check("after the second mesh went")
-		eventually(t, "hello still imported into b by the first mesh", wantImport(ctx, b.c, "hello", &importState{
+		eventually(ctx, t, "hello still imported into b by the first mesh", wantImport(ctx, b.c, "hello", &importState{
 			Type: "ClusterSetIP", IPs: 1, IPIsSvc: true, Clusters: []string{"a-1111"}, Ready: map[string][]string{"a-1111": {"10.1.1.5", "10.1.1.6"}},
 		}))
 	})
@@ -434,7 +434,7 @@ func TestServiceSync(t *testing.T) {
 			return out
 		}
 		before := versions()
-		eventually(t, "the ServiceSyncs settled", func() error {
+		eventually(ctx, t, "the ServiceSyncs settled", func() error {
 			time.Sleep(2 * time.Second)
 			now := versions()
 			if diff := cmp.Diff(before, now); diff != "" {
@@ -457,7 +457,7 @@ func TestServiceSync(t *testing.T) {
 			if err := a.c.Update(ctx, sl); err != nil {
 				t.Fatal(err)
 			}
-			eventually(t, "the new endpoint in b", wantImport(ctx, b.c, "hello", &importState{
+			eventually(ctx, t, "the new endpoint in b", wantImport(ctx, b.c, "hello", &importState{
 				Type: "ClusterSetIP", IPs: 1, IPIsSvc: true, Clusters: []string{"a-1111"}, Ready: map[string][]string{"a-1111": ready},
 			}))
 		}
@@ -473,10 +473,10 @@ func TestServiceSync(t *testing.T) {
 	})
 	t.Run("PortConflictOldestWins", func(t *testing.T) {
 		exportService(ctx, t, c.c, "shop", "hello", false, 8080, ep("10.3.1.5", true, ""))
-		eventually(t, "c's export reports the port conflict", wantExport(ctx, c.c, "shop", "hello", map[string]string{
+		eventually(ctx, t, "c's export reports the port conflict", wantExport(ctx, c.c, "shop", "hello", map[string]string{
 			"Valid": "True/Valid", "Ready": "True/Exported", "Conflict": "True/PortConflict", servicesync.ConditionEndpointsRefused: "False/" + servicesync.ReasonAllRoutable,
 		}, ns, "services-c"))
-		eventually(t, "b imports hello from a and c, on a's port", func() error {
+		eventually(ctx, t, "b imports hello from a and c, on a's port", func() error {
 			got, err := importOf(ctx, b.c, "shop", "hello")
 			if err != nil {
 				return err
@@ -501,8 +501,8 @@ func TestServiceSync(t *testing.T) {
 		if err := a.c.Delete(ctx, &mcsv1beta1.ServiceExport{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "db"}}); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, "db's import gone from b", absent(ctx, b.c, &mcsv1beta1.ServiceImport{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "db"}}))
-		eventually(t, "db's EndpointSlices gone from b", func() error {
+		eventually(ctx, t, "db's import gone from b", absent(ctx, b.c, &mcsv1beta1.ServiceImport{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "db"}}))
+		eventually(ctx, t, "db's EndpointSlices gone from b", func() error {
 			sl := &discoveryv1.EndpointSliceList{}
 			if err := b.c.List(ctx, sl, client.InNamespace("shop"), client.MatchingLabels{mcsv1beta1.LabelServiceName: "db"}); err != nil {
 				return err
@@ -519,7 +519,7 @@ func TestServiceSync(t *testing.T) {
 		if err := cp.kube.Delete(ctx, &v1alpha1.ServiceSync{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "services-b"}}); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, "every import of the mesh gone from b", func() error {
+		eventually(ctx, t, "every import of the mesh gone from b", func() error {
 			n, err := ownedCount(ctx, b.c, "shop")
 			if err != nil {
 				return err

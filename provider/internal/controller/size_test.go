@@ -129,7 +129,7 @@ func TestPeerSetBytes(t *testing.T) {
 		peers = peers[:len(peers)-1]
 	}
 	apply(composed(t, ns, "largest", peers))
-	eventually(t, "the largest status fits too", func() error {
+	eventually(ctx, t, "the largest status fits too", func() error {
 		ps := &v1alpha1.PeerSet{}
 		if err := cp.kube.Get(ctx, client.ObjectKey{Namespace: ns, Name: "largest"}, ps); err != nil {
 			return err

@@ -70,7 +70,7 @@ func TestHostileTenant(t *testing.T) {
 	if err := cp.kube.Create(ctx, victim); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the victim's Peers are applied", func() error {
+	eventually(ctx, t, "the victim's Peers are applied", func() error {
 		got := peers(ctx, t, m.Admin)
 		if len(got) != 2 {
 			return fmt.Errorf("%d Peers, want 2", len(got))
@@ -122,9 +122,9 @@ func TestHostileTenant(t *testing.T) {
 				t.Fatal(err)
 			}
 			if tc.synced != "" {
-				eventually(t, tc.reason, synced(peerSetOf(ctx, tenantNS, n), corev1.ConditionFalse, tc.synced))
+				eventually(ctx, t, tc.reason, synced(peerSetOf(ctx, tenantNS, n), corev1.ConditionFalse, tc.synced))
 			} else {
-				eventually(t, tc.reason, func() error {
+				eventually(ctx, t, tc.reason, func() error {
 					got, err := getPeerSet(ctx, tenantNS, n)
 					if err != nil {
 						return err
@@ -149,7 +149,7 @@ func TestHostileTenant(t *testing.T) {
 			if err := cp.kube.Delete(ctx, ps); err != nil {
 				t.Fatal(err)
 			}
-			eventually(t, "the attacker's set is gone", gone(ctx, ps))
+			eventually(ctx, t, "the attacker's set is gone", gone(ctx, ps))
 			if d := cmp.Diff(before, versions(ctx, t, m.Admin)); d != "" {
 				t.Errorf("\n%s\ndeleting the attacker's set changed the victim's Peers: -before +after:\n%s", tc.reason, d)
 			}
@@ -191,7 +191,7 @@ func TestPeerSetTooLarge(t *testing.T) {
 	if err := cp.kube.Create(ctx, ps); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the set is refused", synced(peerSetOf(ctx, ns, "too-large"), corev1.ConditionFalse, "spec.forProvider.peers: the "))
+	eventually(ctx, t, "the set is refused", synced(peerSetOf(ctx, ns, "too-large"), corev1.ConditionFalse, "spec.forProvider.peers: the "))
 	if got := peers(ctx, t, m.Admin); len(got) != 0 {
 		t.Errorf("a refused set wrote %d Peers, want none", len(got))
 	}

@@ -127,7 +127,7 @@ func TestStalledWrites(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	eventually(t, "the stalled member holds a write of each worker", func() error {
+	eventually(ctx, t, "the stalled member holds a write of each worker", func() error {
 		if n := held.Load(); n < 2 {
 			return fmt.Errorf("%d writes held", n)
 		}
@@ -141,7 +141,7 @@ func TestStalledWrites(t *testing.T) {
 	if err := admin.Create(ctx, ps); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the healthy member's PeerSet is applied while the stalled member's writes hang", func() error {
+	eventually(ctx, t, "the healthy member's PeerSet is applied while the stalled member's writes hang", func() error {
 		got := &v1alpha1.PeerSet{}
 		if err := admin.Get(ctx, client.ObjectKeyFromObject(ps), got); err != nil {
 			return err
@@ -157,7 +157,7 @@ func TestStalledWrites(t *testing.T) {
 	want := fmt.Sprintf("the cluster did not complete the writes of this reconcile within %s", deadline)
 	for i := range stalledSets {
 		n := fmt.Sprintf("stalled-%d", i)
-		eventually(t, "the stalled member's PeerSet says its writes ran out of time", func() error {
+		eventually(ctx, t, "the stalled member's PeerSet says its writes ran out of time", func() error {
 			got := &v1alpha1.PeerSet{}
 			if err := admin.Get(ctx, client.ObjectKey{Namespace: ns, Name: n}, got); err != nil {
 				return err

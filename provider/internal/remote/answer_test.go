@@ -27,6 +27,7 @@ import (
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
 
 	"github.com/kilomesh/kilomesh/internal/testing/nodefixture"
+	"github.com/kilomesh/kilomesh/internal/testing/wait"
 	"github.com/kilomesh/kilomesh/provider/internal/testenv"
 )
 
@@ -57,17 +58,13 @@ func TestMemberBehindDeadForwarder(t *testing.T) {
 	// outcome waits, without a bound on the member's side, for the Node
 	// feed's outcome to say what done accepts.
 	outcome := func(what string, done func([]*corev1.Node, error) bool) error {
-		deadline := time.Now().Add(2 * time.Minute)
-		for {
+		var last error
+		wait.Eventually(t.Context(), t, what, 2*time.Minute, 100*time.Millisecond, func() (bool, error) {
 			nodes, err := c.Nodes(t.Context())
-			if done(nodes, err) {
-				return err
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: not within 2m; the feed says %d Nodes, error %v", what, len(nodes), err)
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
+			last = err
+			return done(nodes, err), errors.Errorf("the feed says %d Nodes, error %v", len(nodes), err)
+		})
+		return last
 	}
 	_ = outcome("the member's Nodes listed", func(n []*corev1.Node, err error) bool { return err == nil && len(n) == 1 })
 

@@ -38,6 +38,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/kilomesh/kilomesh/internal/testing/nodefixture"
+	"github.com/kilomesh/kilomesh/internal/testing/wait"
 )
 
 // nodes returns Nodes named n-00 to n-(count-1), with big labels a slim
@@ -186,11 +187,9 @@ func TestGuardWatch(t *testing.T) {
 	for i := range more {
 		w.Add(&more[i])
 	}
-	eventually(t, "the feed says what it left out", func() error {
-		if got := f.incomplete(); got != "more than 3 Nodes" {
-			return fmt.Errorf("incomplete() = %q", got)
-		}
-		return nil
+	wait.Eventually(t.Context(), t, "the feed says what it left out", time.Minute, 20*time.Millisecond, func() (bool, error) {
+		got := f.incomplete()
+		return got == "more than 3 Nodes", fmt.Errorf("incomplete() = %q", got)
 	})
 	items, _ := f.items()
 	if len(items) != 3 {
@@ -201,31 +200,15 @@ func TestGuardWatch(t *testing.T) {
 	// Room: the feed lists again, and everything fits now.
 	w.Delete(&more[0])
 	stream(append(nodes(0, 2), more[1]))
-	eventually(t, "the feed lists again and leaves nothing out", func() error {
+	wait.Eventually(t.Context(), t, "the feed lists again and leaves nothing out", time.Minute, 20*time.Millisecond, func() (bool, error) {
 		items, err := f.items()
 		if err != nil || len(items) != 3 || f.incomplete() != "" {
-			return fmt.Errorf("%d Nodes, incomplete %q: %w", len(items), f.incomplete(), err)
+			return false, fmt.Errorf("%d Nodes, incomplete %q: %w", len(items), f.incomplete(), err)
 		}
-		return nil
+		return true, nil
 	})
 	if streams.Load() != 2 {
 		t.Errorf("the feed streamed its list %d times, want 2", streams.Load())
-	}
-}
-
-// eventually calls fn until it returns nil, for a minute at most.
-func eventually(t *testing.T, what string, fn func() error) {
-	t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for {
-		err := fn()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: %v", what, err)
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
 }
 

@@ -32,6 +32,8 @@ import (
 
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
 	"github.com/miekg/dns"
+
+	"github.com/kilomesh/kilomesh/internal/testing/wait"
 )
 
 // CoreDNSBinary is the CoreDNS build with the clusterset plugin, in the
@@ -115,8 +117,7 @@ func StartCoreDNS(t testing.TB, kubeconfig []byte) *CoreDNS {
 		}
 	})
 	url := fmt.Sprintf("http://127.0.0.1:%d/ready", ready)
-	deadline := time.Now().Add(time.Minute)
-	for {
+	wait.Eventually(t.Context(), t, "CoreDNS ready", time.Minute, 50*time.Millisecond, func() (bool, error) {
 		// The ready plugin can answer before the DNS listener is open:
 		// CoreDNS serves once both are.
 		err := get(url)
@@ -124,18 +125,16 @@ func StartCoreDNS(t testing.TB, kubeconfig []byte) *CoreDNS {
 			err = query(c.Addr)
 		}
 		if err == nil {
-			return c
+			return true, nil
 		}
 		select {
 		case <-exited:
 			t.Fatalf("CoreDNS exited before it was ready: %s", c.cmd.ProcessState)
 		default:
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("CoreDNS not ready after a minute: %v", err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return false, err
+	})
+	return c
 }
 
 // query asks addr, over UDP, for the zone's schema version.

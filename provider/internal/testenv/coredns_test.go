@@ -18,6 +18,7 @@ package testenv_test
 
 import (
 	"context"
+	"fmt"
 	"sort"
 	"strings"
 	"testing"
@@ -34,6 +35,7 @@ import (
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 	mcsclient "sigs.k8s.io/mcs-api/pkg/client/clientset/versioned"
 
+	"github.com/kilomesh/kilomesh/internal/testing/wait"
 	"github.com/kilomesh/kilomesh/provider/internal/testenv"
 )
 
@@ -410,17 +412,16 @@ func TestCoreDNSClusterSet(t *testing.T) {
 		if err := change(); err != nil {
 			t.Fatal(err)
 		}
-		deadline := time.Now().Add(30 * time.Second)
-		for {
+		wait.Eventually(ctx, t, reason+"\n"+name+" "+dns.TypeToString[qtype]+": the answer", 30*time.Second, 50*time.Millisecond, func() (bool, error) {
 			got, err := ask(udp, server.Addr, name, qtype)
-			if err == nil && cmp.Equal(want, got) {
-				return
+			if err != nil {
+				return false, err
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s\n%s %s: still not the answer after 30s: %v -want, +got:\n%s", reason, name, dns.TypeToString[qtype], err, cmp.Diff(want, got))
+			if diff := cmp.Diff(want, got); diff != "" {
+				return false, fmt.Errorf("-want, +got:\n%s", diff)
 			}
-			time.Sleep(50 * time.Millisecond)
-		}
+			return true, nil
+		})
 	}
 	follow("2.4.1: db-0 of cluster-a stops being ready: its name goes.", "db-0.cluster-a."+db, dns.TypeA, func() error {
 		es, err := kc.DiscoveryV1().EndpointSlices(ns).Get(ctx, "db-a", metav1.GetOptions{})

@@ -15,6 +15,7 @@ import (
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/kilomesh/kilomesh/internal/testing/wait"
 	"github.com/kilomesh/kilomesh/test/dataplane"
 	"github.com/kilomesh/kilomesh/test/stack"
 	"github.com/kilomesh/kilomesh/test/stack/fixture"
@@ -84,19 +85,18 @@ func (c *MatrixCmd) Run(cli *CLI) error {
 	ctx, cancel := context.WithTimeout(context.Background(), c.Timeout+5*time.Minute)
 	defer cancel()
 	var st *dataplane.State
-	deadline := time.Now().Add(c.Timeout)
-	for {
-		st, err = dataplane.LoadState(dataplaneDir(env))
-		if err == nil && len(st.Pods) > 0 {
-			break
+	err = wait.Poll(ctx, "a data plane to probe", c.Timeout, 500*time.Millisecond, func() (bool, error) {
+		var err error
+		if st, err = dataplane.LoadState(dataplaneDir(env)); err != nil {
+			return false, err
 		}
-		if time.Now().After(deadline) {
-			if err == nil {
-				err = errors.New("it runs no pods (meshtool agent --heartbeat-only?)")
-			}
-			return fmt.Errorf("no data plane to probe: %w", err)
+		if len(st.Pods) == 0 {
+			return false, errors.New("it runs no pods (meshtool agent --heartbeat-only?)")
 		}
-		time.Sleep(500 * time.Millisecond)
+		return true, nil
+	})
+	if err != nil {
+		return err
 	}
 	pods := st.Pods
 	var out []string

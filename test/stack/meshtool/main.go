@@ -8,6 +8,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -22,6 +23,7 @@ import (
 
 	kilov1alpha1 "github.com/kilomesh/kilomesh/apis/kilo/v1alpha1"
 	meshv1alpha1 "github.com/kilomesh/kilomesh/apis/mesh/v1alpha1"
+	"github.com/kilomesh/kilomesh/internal/testing/wait"
 	"github.com/kilomesh/kilomesh/test/stack"
 	"github.com/kilomesh/kilomesh/test/stack/fixture"
 )
@@ -116,22 +118,22 @@ func (c *WaitCmd) Run(cli *CLI) error {
 	defer cancel()
 	start := time.Now()
 	last, printed := "", time.Now()
-	for {
+	err = wait.Poll(ctx, fmt.Sprintf("ClusterMesh %s/%s converged", c.Namespace, c.Name), c.Timeout, 500*time.Millisecond, func() (bool, error) {
 		why := converged(ctx, clients, env.Management(), c.Namespace, c.Name)
 		if why == "" {
-			fmt.Fprintf(os.Stderr, ">> ClusterMesh %s/%s converged after %.1fs\n", c.Namespace, c.Name, time.Since(start).Seconds())
-			return nil
+			return true, nil
 		}
 		if why != last || time.Since(printed) > 15*time.Second {
 			fmt.Fprintf(os.Stderr, ">> %5.1fs waiting: %s\n", time.Since(start).Seconds(), why)
 			last, printed = why, time.Now()
 		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("ClusterMesh %s/%s did not converge in %s: %s", c.Namespace, c.Name, c.Timeout, why)
-		case <-time.After(500 * time.Millisecond):
-		}
+		return false, errors.New(why)
+	})
+	if err != nil {
+		return err
 	}
+	fmt.Fprintf(os.Stderr, ">> ClusterMesh %s/%s converged after %.1fs\n", c.Namespace, c.Name, time.Since(start).Seconds())
+	return nil
 }
 
 // converged says why the mesh has not converged, or nothing: first every

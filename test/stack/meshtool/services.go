@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/kilomesh/kilomesh/internal/testing/wait"
 	"github.com/kilomesh/kilomesh/test/stack"
 	"github.com/kilomesh/kilomesh/test/stack/meshpods"
 )
@@ -91,48 +92,43 @@ func (c *ServicesCmd) Run(cli *CLI) error {
 // name to resolve to it in the importer's probe pod, and for a hello pod of
 // the exporter to answer a GET by name.
 func (c *ServicesCmd) ask(ctx context.Context, kube client.Client, pods *meshpods.Pods, imp, name string, hello []string) (ip, dns, answer string, err error) {
-	last := errors.New("not asked yet")
-	for ctx.Err() == nil {
+	err = wait.Poll(ctx, "", c.Timeout, 500*time.Millisecond, func() (bool, error) {
 		if ip == "" {
 			si := &unstructured.Unstructured{}
 			si.SetGroupVersionKind(mcsServiceImport)
 			if err := kube.Get(ctx, client.ObjectKey{Namespace: meshpods.Namespace, Name: c.Name}, si); err != nil {
-				last = fmt.Errorf("no ServiceImport yet: %w", err)
-			} else if ips, _, _ := unstructured.NestedStringSlice(si.Object, "spec", "ips"); len(ips) > 0 {
-				ip = ips[0]
-			} else {
-				last = errors.New("the ServiceImport has no ClusterSet IP yet")
+				return false, fmt.Errorf("no ServiceImport yet: %w", err)
 			}
+			ips, _, _ := unstructured.NestedStringSlice(si.Object, "spec", "ips")
+			if len(ips) == 0 {
+				return false, errors.New("the ServiceImport has no ClusterSet IP yet")
+			}
+			ip = ips[0]
 		}
-		if ip != "" && dns == "" {
+		if dns == "" {
 			// The rooted name skips the pod's search path.
 			out, err := pods.Ask(ctx, imp, "/dns?name="+name+".")
 			switch got := strings.Fields(out); {
 			case err != nil:
-				last = err
-			case slices.Contains(got, ip):
+				return false, err
+			case !slices.Contains(got, ip):
+				return false, fmt.Errorf("%s resolves to %q, not yet to %s", name, strings.TrimSpace(out), ip)
+			default:
 				dns = strings.Join(got, " ")
-			default:
-				last = fmt.Errorf("%s resolves to %q, not yet to %s", name, strings.TrimSpace(out), ip)
 			}
 		}
-		if dns != "" {
-			out, err := pods.Ask(ctx, imp, "/get?url=http://"+name+"/")
-			status, body, _ := strings.Cut(strings.TrimSpace(out), "\n")
-			pod, _, _ := strings.Cut(strings.TrimPrefix(body, "hello from pod "), " ")
-			switch {
-			case err != nil:
-				last = err
-			case status == "200" && slices.Contains(hello, pod):
-				return ip, dns, status + " from " + c.Exporter + "'s pod " + pod, nil
-			default:
-				last = fmt.Errorf("answer %q", strings.ReplaceAll(strings.TrimSpace(out), "\n", " "))
-			}
+		out, err := pods.Ask(ctx, imp, "/get?url=http://"+name+"/")
+		status, body, _ := strings.Cut(strings.TrimSpace(out), "\n")
+		pod, _, _ := strings.Cut(strings.TrimPrefix(body, "hello from pod "), " ")
+		switch {
+		case err != nil:
+			return false, err
+		case status == "200" && slices.Contains(hello, pod):
+			answer = status + " from " + c.Exporter + "'s pod " + pod
+			return true, nil
+		default:
+			return false, fmt.Errorf("answer %q", strings.ReplaceAll(strings.TrimSpace(out), "\n", " "))
 		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(500 * time.Millisecond):
-		}
-	}
-	return ip, dns, "", last
+	})
+	return ip, dns, answer, err
 }

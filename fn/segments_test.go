@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"os"
@@ -23,6 +22,7 @@ import (
 
 	kilov1alpha1 "github.com/kilomesh/kilomesh/apis/kilo/v1alpha1"
 	kubev1alpha1 "github.com/kilomesh/kilomesh/apis/kube/v1alpha1"
+	"github.com/kilomesh/kilomesh/internal/testing/yamldocs"
 )
 
 // docs reads the YAML documents of a file, none when it does not exist.
@@ -35,11 +35,12 @@ func docs(t *testing.T, path string) []*structpb.Struct {
 	if err != nil {
 		t.Fatal(err)
 	}
+	parts, err := yamldocs.Split(b)
+	if err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
 	var out []*structpb.Struct
-	for _, part := range bytes.Split(b, []byte("\n---")) {
-		if len(bytes.TrimSpace(bytes.TrimPrefix(bytes.TrimSpace(part), []byte("---")))) == 0 {
-			continue
-		}
+	for _, part := range parts {
 		j, err := yaml.YAMLToJSON(part)
 		if err != nil {
 			t.Fatalf("%s: %v", path, err)

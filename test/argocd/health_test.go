@@ -18,7 +18,7 @@ import (
 	lua "github.com/yuin/gopher-lua"
 	"sigs.k8s.io/yaml"
 
-	"github.com/kilomesh/kilomesh/test/internal/yamldocs"
+	"github.com/kilomesh/kilomesh/internal/testing/yamldocs"
 )
 
 const (

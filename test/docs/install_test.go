@@ -12,7 +12,7 @@ import (
 
 	meshv1alpha1 "github.com/kilomesh/kilomesh/apis/mesh/v1alpha1"
 	"github.com/kilomesh/kilomesh/fn/mesh"
-	"github.com/kilomesh/kilomesh/test/internal/yamldocs"
+	"github.com/kilomesh/kilomesh/internal/testing/yamldocs"
 )
 
 // The pages whose shell blocks users run to install, upgrade and uninstall

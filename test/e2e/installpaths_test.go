@@ -23,7 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
-	"github.com/kilomesh/kilomesh/test/internal/yamldocs"
+	"github.com/kilomesh/kilomesh/internal/testing/yamldocs"
 )
 
 // otherNamespace is where the install paths' Crossplane runs.

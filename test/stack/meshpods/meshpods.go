@@ -38,10 +38,16 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/kilomesh/kilomesh/internal/testing/wait"
 )
 
 // Namespace holds the pods and Services of the check in every member.
 const Namespace = "mesh-pods"
+
+// waitTimeout bounds a wait for the pods or an EndpointSlice, for a node
+// that hangs; the caller's context may end it sooner.
+const waitTimeout = 5 * time.Minute
 
 const (
 	helloPort = 8080
@@ -206,20 +212,13 @@ func create(ctx context.Context, c client.Client, objs ...client.Object) error {
 // ready waits until the member's probe pod and hello pod are ready, and
 // reads their addresses and hello's ClusterIP.
 func (m *member) ready(ctx context.Context) error {
-	for {
+	return wait.Poll(ctx, "the pods of namespace "+Namespace+" ready", waitTimeout, 500*time.Millisecond, func() (bool, error) {
 		why, err := m.read(ctx)
 		if err != nil {
-			return err
+			return false, err
 		}
-		if why == "" {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("the pods of namespace %s are not ready: %s", Namespace, why)
-		case <-time.After(500 * time.Millisecond):
-		}
-	}
+		return why == "", errors.New(why)
+	})
 }
 
 // read reads the member's pods and says why they are not ready yet, or
@@ -297,20 +296,13 @@ func (p *Pods) mirror(ctx context.Context, name, other string) error {
 		return err
 	}
 	m.mirrors[other] = svc.Spec.ClusterIP
-	for {
+	return wait.Poll(ctx, fmt.Sprintf("the Endpoints of %s (%s) mirrored into an EndpointSlice", svcName, target), waitTimeout, 250*time.Millisecond, func() (bool, error) {
 		list := &discoveryv1.EndpointSliceList{}
 		if err := m.client.List(ctx, list, client.InNamespace(Namespace), client.MatchingLabels{discoveryv1.LabelServiceName: svcName}); err != nil {
-			return err
+			return false, err
 		}
-		if mirrored(list.Items, target) {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("the Endpoints of %s (%s) were not mirrored into an EndpointSlice", svcName, target)
-		case <-time.After(250 * time.Millisecond):
-		}
-	}
+		return mirrored(list.Items, target), nil
+	})
 }
 
 // recipeEndpoints are the Endpoints of Kilo's recipe: the other member's

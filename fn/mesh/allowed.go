@@ -27,6 +27,9 @@ type builtSegment struct {
 	strs    []string
 	// hosts are the internal addresses among allowed, with their index.
 	hosts []hostRoute
+	// endpoint is the leader's own endpoint in Kilo's form, made on first
+	// use and shared, like labels and strs, by every Peer that dials it.
+	endpoint *kilov1alpha1.PeerEndpoint
 }
 
 type hostRoute struct {

@@ -119,12 +119,23 @@ func (p *planner) place() {
 	p.conflicts = map[string][]meshv1alpha1.PeerConflict{}
 	for _, tc := range p.sources {
 		t := p.newTarget(tc)
-		var peers []kilov1alpha1.Peer
+		// At most one Peer per segment of every other source: sized once,
+		// the Peers are not copied as the slice grows.
+		n := 0
+		for _, sc := range p.sources {
+			if sc != tc {
+				n += len(sc.segments)
+			}
+		}
+		peers := make([]kilov1alpha1.Peer, 0, n)
 		for _, sc := range p.sources {
 			if sc == tc {
 				continue
 			}
 			peers = p.placeSource(peers, t, sc)
+		}
+		if len(peers) == 0 {
+			peers = nil // a target that receives nothing holds no slice, as before
 		}
 		sort.Slice(peers, func(i, j int) bool { return peers[i].Name < peers[j].Name })
 		p.plan.Peers[tc.spec.Name] = peers
@@ -172,6 +183,15 @@ func (p *planner) placeSource(peers []kilov1alpha1.Peer, t *target, sc *sourceCl
 			// endpoint is what Kilo dials.
 			endpoint = &d
 		}
+		var peerEndpoint *kilov1alpha1.PeerEndpoint
+		if endpoint == s.leader.endpoint {
+			if b.endpoint == nil {
+				b.endpoint = endpoint.AsPeerEndpoint()
+			}
+			peerEndpoint = b.endpoint
+		} else {
+			peerEndpoint = endpoint.AsPeerEndpoint()
+		}
 		var anchor []netip.Prefix
 		if !anchored {
 			anchored = true
@@ -188,7 +208,7 @@ func (p *planner) placeSource(peers []kilov1alpha1.Peer, t *target, sc *sourceCl
 				AllowedIPs:          allowed,
 				PublicKey:           b.key,
 				PersistentKeepalive: b.keepalive,
-				Endpoint:            endpoint.AsPeerEndpoint(),
+				Endpoint:            peerEndpoint,
 			},
 		})
 		p.placed[sc.spec.Name]++
@@ -263,15 +283,17 @@ func (p *planner) allowedFor(b *builtSegment, t *target, endpoint *Endpoint, anc
 		}
 	}
 	var extra []string
-	seen := map[netip.Prefix]bool{}
-	for _, pr := range b.allowed {
-		seen[pr] = true
-	}
-	for _, pr := range anchor {
-		// An additional CIDR may be a node's host route already.
-		if !seen[pr] && keep(pr) {
+	if len(anchor) > 0 {
+		seen := make(map[netip.Prefix]bool, len(b.allowed)+len(anchor))
+		for _, pr := range b.allowed {
 			seen[pr] = true
-			extra = append(extra, pr.String())
+		}
+		for _, pr := range anchor {
+			// An additional CIDR may be a node's host route already.
+			if !seen[pr] && keep(pr) {
+				seen[pr] = true
+				extra = append(extra, pr.String())
+			}
 		}
 	}
 	if msg := rc.report(); msg != "" {

@@ -365,13 +365,42 @@ func (rc *routeCheck) report() string {
 // validatePeers runs Kilo's own checks on every Peer. A Peer that fails them
 // is a bug of the planner: Kilo would silently ignore it.
 func (p *planner) validatePeers() error {
+	// The Peers of a segment share their routes and endpoint in most
+	// targets; a spec made of the very same values passed already.
+	passed := map[specRef]bool{}
 	for _, sc := range p.sources {
 		for i := range p.plan.Peers[sc.spec.Name] {
 			peer := &p.plan.Peers[sc.spec.Name][i]
+			ref, ok := refOf(&peer.Spec)
+			if ok && passed[ref] {
+				continue
+			}
 			if errs := peer.Validate(); len(errs) > 0 {
 				return fmt.Errorf("planned Peer %s for cluster %s fails Kilo's validation: %w", peer.Name, sc.spec.Name, errs.ToAggregate())
+			}
+			if ok {
+				passed[ref] = true
 			}
 		}
 	}
 	return nil
+}
+
+// A specRef identifies what Peer.Validate reads of a spec by the values
+// themselves: two specs with the same one hold the same routes (the same
+// backing array), the same endpoint (the same object), key and keepalive.
+type specRef struct {
+	allowed   *string
+	n         int
+	endpoint  *kilov1alpha1.PeerEndpoint
+	key       string
+	keepalive int
+}
+
+// refOf is the specRef of a spec; false when it has no routes to identify it by.
+func refOf(s *kilov1alpha1.PeerSpec) (specRef, bool) {
+	if len(s.AllowedIPs) == 0 {
+		return specRef{}, false
+	}
+	return specRef{allowed: &s.AllowedIPs[0], n: len(s.AllowedIPs), endpoint: s.Endpoint, key: s.PublicKey, keepalive: s.PersistentKeepalive}, true
 }

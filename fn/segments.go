@@ -2,6 +2,7 @@ package main
 
 import (
 	"hash/fnv"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -127,8 +128,8 @@ type segmentChunk struct {
 type sharedForm struct {
 	// chunks are the SegmentSets of each source cluster.
 	chunks map[string][]*segmentChunk
-	// common is, by Peer name, the form the SegmentSets hold.
-	common map[string]string
+	// common is, by Peer name, a Peer of the form the SegmentSets hold.
+	common map[string]*kilov1alpha1.Peer
 }
 
 // formOf is a Peer's identity as a PeerSet writes it: its source and its
@@ -158,6 +159,22 @@ func formOf(p *kilov1alpha1.Peer) string {
 	return b.String()
 }
 
+// sameForm tells whether two Peers have the same form, formOf(a) ==
+// formOf(b), building neither when the fields formOf writes are equal, as
+// they are for the Peer of a segment in most members.
+func sameForm(a, b *kilov1alpha1.Peer) bool {
+	sa, sb := &a.Spec, &b.Spec
+	ea, eb := sa.Endpoint, sb.Endpoint
+	if a.Labels[meshv1alpha1.LabelSourceCluster] == b.Labels[meshv1alpha1.LabelSourceCluster] &&
+		sa.PublicKey == sb.PublicKey && sa.PresharedKey == sb.PresharedKey &&
+		sa.PersistentKeepalive == sb.PersistentKeepalive &&
+		(ea == nil) == (eb == nil) && (ea == nil || ea.DNSOrIP == eb.DNSOrIP && ea.Port == eb.Port) &&
+		slices.Equal(sa.AllowedIPs, sb.AllowedIPs) {
+		return true
+	}
+	return formOf(a) == formOf(b)
+}
+
 // share finds, for every Peer that at least two members receive in the
 // same form, its most common form (of equally common ones, the form of the
 // member listed first), and spreads those Peers of each source cluster
@@ -168,39 +185,40 @@ func share(x *xrMesh, peers map[string][]kilov1alpha1.Peer) (*sharedForm, error)
 		count int
 		first int
 	}
-	forms := map[string]map[string]*form{} // by Peer name, then form
+	// By Peer name, its distinct forms: a Peer has one in most meshes, and
+	// a few where some members differ.
+	forms := map[string][]*form{}
 	for t, c := range x.Spec.Clusters {
 		ps := peers[c.Name]
 		for i := range ps {
 			p := &ps[i]
-			byForm := forms[p.Name]
-			if byForm == nil {
-				byForm = map[string]*form{}
-				forms[p.Name] = byForm
+			var f *form
+			for _, g := range forms[p.Name] {
+				if sameForm(g.peer, p) {
+					f = g
+					break
+				}
 			}
-			k := formOf(p)
-			f := byForm[k]
 			if f == nil {
 				f = &form{peer: p, first: t}
-				byForm[k] = f
+				forms[p.Name] = append(forms[p.Name], f)
 			}
 			f.count++
 		}
 	}
-	sf := &sharedForm{chunks: map[string][]*segmentChunk{}, common: map[string]string{}}
+	sf := &sharedForm{chunks: map[string][]*segmentChunk{}, common: make(map[string]*kilov1alpha1.Peer, len(forms))}
 	bySource := map[string][]*kilov1alpha1.Peer{}
 	for name, byForm := range forms {
 		var best *form
-		var bestKey string
-		for k, f := range byForm {
+		for _, f := range byForm {
 			if best == nil || f.count > best.count || f.count == best.count && f.first < best.first {
-				best, bestKey = f, k
+				best = f
 			}
 		}
 		if best.count < 2 {
 			continue
 		}
-		sf.common[name] = bestKey
+		sf.common[name] = best.peer
 		src := best.peer.Labels[meshv1alpha1.LabelSourceCluster]
 		bySource[src] = append(bySource[src], best.peer)
 	}
@@ -288,7 +306,7 @@ func sharedPeerSet(cp *composition, target string, peers []kilov1alpha1.Peer) (r
 	for i := range peers {
 		p := &peers[i]
 		held[p.Name] = p
-		if k, ok := sf.common[p.Name]; !ok || k != formOf(p) {
+		if common, ok := sf.common[p.Name]; !ok || !sameForm(common, p) {
 			own = append(own, cp.conv.desiredPeer(p))
 		}
 	}

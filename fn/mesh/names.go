@@ -3,6 +3,7 @@ package mesh
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"io"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -21,10 +22,11 @@ const (
 func identityHash(parts ...string) string {
 	h := sha256.New()
 	for _, p := range parts {
-		_, _ = h.Write([]byte(p))
+		_, _ = io.WriteString(h, p)
 		_, _ = h.Write([]byte{0})
 	}
-	return hex.EncodeToString(h.Sum(nil))[:hashLen]
+	var sum [sha256.Size]byte
+	return hex.EncodeToString(h.Sum(sum[:0])[:hashLen/2]) // hashLen hex digits
 }
 
 // PeerName is the name of the Peer of a segment: readable, unique across

@@ -172,7 +172,10 @@ func (p *planner) problem(cluster, reason, what string) {
 
 // peerNameOf is the name of the Peer a leader's segment would have.
 func (p *planner) peerNameOf(n *node) string {
-	return PeerName(p.in.Namespace, p.in.Name, n.cluster.spec.Name, n.obs.Name)
+	if n.peerName == "" { // never a name: PeerName ends in a hash
+		n.peerName = PeerName(p.in.Namespace, p.in.Name, n.cluster.spec.Name, n.obs.Name)
+	}
+	return n.peerName
 }
 
 // deliveredRoutes lists, by Peer name, the routes its delivered Peers carry

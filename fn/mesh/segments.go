@@ -95,6 +95,9 @@ type node struct {
 	endpoint *Endpoint
 
 	skipped *meshv1alpha1.SkippedNode
+	// peerName is the name of the Peer the node's segment has when it
+	// leads it, once asked for.
+	peerName string
 }
 
 // skipf records why the node is left out, unless it already failed a check
@@ -141,8 +144,10 @@ func newSourceCluster(c *cluster, obs *Observation) *sourceCluster {
 		return sc
 	}
 	sc.nodes = make([]*node, 0, len(obs.Nodes))
+	all := make([]node, len(obs.Nodes)) // one allocation, not one per node
 	for i := range obs.Nodes {
-		n := &node{obs: &obs.Nodes[i], cluster: c}
+		n := &all[i]
+		n.obs, n.cluster = &obs.Nodes[i], c
 		if obs.Nodes[i].Kilo != nil {
 			n.kilo = *obs.Nodes[i].Kilo
 		}

@@ -160,6 +160,7 @@ func (p *planner) conflict(t *target, peer, reason, msg string) {
 func (p *planner) placeSource(peers []kilov1alpha1.Peer, t *target, sc *sourceCluster) []kilov1alpha1.Peer {
 	tname := t.sc.spec.Name
 	anchored := false
+	placed := 0 // counted here: a map write per Peer shows in large meshes
 	for _, s := range sc.segments {
 		b := p.built[s]
 		if t.foreignNam[b.name] {
@@ -211,7 +212,10 @@ func (p *planner) placeSource(peers []kilov1alpha1.Peer, t *target, sc *sourceCl
 				Endpoint:            peerEndpoint,
 			},
 		})
-		p.placed[sc.spec.Name]++
+		placed++
+	}
+	if placed > 0 {
+		p.placed[sc.spec.Name] += placed
 	}
 	return peers
 }

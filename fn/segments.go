@@ -121,6 +121,9 @@ type segmentChunk struct {
 	// resource is the composition resource name, name the object's.
 	resource, name string
 	peers          []*kilov1alpha1.Peer
+	// first is the index of its first Peer among those of every
+	// SegmentSet: its Peers have the next ones, in order.
+	first int
 }
 
 // A sharedForm is the mesh's Peers split into what the SegmentSets hold,
@@ -128,8 +131,16 @@ type segmentChunk struct {
 type sharedForm struct {
 	// chunks are the SegmentSets of each source cluster.
 	chunks map[string][]*segmentChunk
-	// common is, by Peer name, a Peer of the form the SegmentSets hold.
-	common map[string]*kilov1alpha1.Peer
+	// common is, by Peer name, a Peer of the form the SegmentSets hold,
+	// and its index among them.
+	common map[string]commonPeer
+	// size is how many Peers the SegmentSets hold.
+	size int
+}
+
+type commonPeer struct {
+	peer  *kilov1alpha1.Peer
+	index int
 }
 
 // formOf is a Peer's identity as a PeerSet writes it: its source and its
@@ -206,9 +217,9 @@ func share(x *xrMesh, peers map[string][]kilov1alpha1.Peer) (*sharedForm, error)
 			f.count++
 		}
 	}
-	sf := &sharedForm{chunks: map[string][]*segmentChunk{}, common: make(map[string]*kilov1alpha1.Peer, len(forms))}
+	sf := &sharedForm{chunks: map[string][]*segmentChunk{}, common: make(map[string]commonPeer, len(forms))}
 	bySource := map[string][]*kilov1alpha1.Peer{}
-	for name, byForm := range forms {
+	for _, byForm := range forms {
 		var best *form
 		for _, f := range byForm {
 			if best == nil || f.count > best.count || f.count == best.count && f.first < best.first {
@@ -218,7 +229,6 @@ func share(x *xrMesh, peers map[string][]kilov1alpha1.Peer) (*sharedForm, error)
 		if best.count < 2 {
 			continue
 		}
-		sf.common[name] = best.peer
 		src := best.peer.Labels[meshv1alpha1.LabelSourceCluster]
 		bySource[src] = append(bySource[src], best.peer)
 	}
@@ -228,6 +238,13 @@ func share(x *xrMesh, peers map[string][]kilov1alpha1.Peer) (*sharedForm, error)
 			return nil, err
 		}
 		sf.chunks[src] = chunks
+		for _, ch := range chunks {
+			ch.first = sf.size
+			for _, p := range ch.peers {
+				sf.common[p.Name] = commonPeer{peer: p, index: sf.size}
+				sf.size++
+			}
+		}
 	}
 	return sf, nil
 }
@@ -301,12 +318,15 @@ func composeSegments(cp *composition, sf *sharedForm) {
 // target holds or that it holds in a form of its own.
 func sharedPeerSet(cp *composition, target string, peers []kilov1alpha1.Peer) (refs, inline *structpb.Value) {
 	sf := cp.shared
-	held := make(map[string]*kilov1alpha1.Peer, len(peers))
+	held := make([]bool, sf.size) // by index of the SegmentSets' Peers
 	var own []*structpb.Value
 	for i := range peers {
 		p := &peers[i]
-		held[p.Name] = p
-		if common, ok := sf.common[p.Name]; !ok || !sameForm(common, p) {
+		common, ok := sf.common[p.Name]
+		if ok {
+			held[common.index] = true
+		}
+		if !ok || !sameForm(common.peer, p) {
 			own = append(own, cp.conv.desiredPeer(p))
 		}
 	}
@@ -317,8 +337,8 @@ func sharedPeerSet(cp *composition, target string, peers []kilov1alpha1.Peer) (r
 		}
 		for _, ch := range sf.chunks[c.Name] {
 			var omit []string
-			for _, p := range ch.peers {
-				if _, ok := held[p.Name]; !ok {
+			for i, p := range ch.peers {
+				if !held[ch.first+i] {
 					omit = append(omit, p.Name)
 				}
 			}

@@ -370,41 +370,46 @@ func (rc *routeCheck) report() string {
 // is a bug of the planner: Kilo would silently ignore it.
 func (p *planner) validatePeers() error {
 	// The Peers of a segment share their routes and endpoint in most
-	// targets; a spec made of the very same values passed already.
-	passed := map[specRef]bool{}
+	// targets: a spec made of the very same values passed already.
+	passed := map[specRef]specRest{}
 	for _, sc := range p.sources {
 		for i := range p.plan.Peers[sc.spec.Name] {
 			peer := &p.plan.Peers[sc.spec.Name][i]
-			ref, ok := refOf(&peer.Spec)
-			if ok && passed[ref] {
+			ref, rest, ok := refOf(&peer.Spec)
+			if ok && passed[ref] == rest {
 				continue
 			}
 			if errs := peer.Validate(); len(errs) > 0 {
 				return fmt.Errorf("planned Peer %s for cluster %s fails Kilo's validation: %w", peer.Name, sc.spec.Name, errs.ToAggregate())
 			}
 			if ok {
-				passed[ref] = true
+				passed[ref] = rest
 			}
 		}
 	}
 	return nil
 }
 
-// A specRef identifies what Peer.Validate reads of a spec by the values
-// themselves: two specs with the same one hold the same routes (the same
-// backing array), the same endpoint (the same object), key and keepalive.
+// A specRef and a specRest are together what Peer.Validate reads of a
+// spec, by identity where they are shared: two specs with the same ones
+// hold the same routes (the same backing array), the same endpoint (the
+// same object), key and keepalive. The routes and endpoint alone key the
+// map, which hashes them fast.
 type specRef struct {
-	allowed   *string
+	allowed  *string
+	endpoint *kilov1alpha1.PeerEndpoint
+}
+
+type specRest struct {
 	n         int
-	endpoint  *kilov1alpha1.PeerEndpoint
 	key       string
 	keepalive int
 }
 
-// refOf is the specRef of a spec; false when it has no routes to identify it by.
-func refOf(s *kilov1alpha1.PeerSpec) (specRef, bool) {
+// refOf splits a spec so; false when it has no routes to identify it by.
+func refOf(s *kilov1alpha1.PeerSpec) (specRef, specRest, bool) {
 	if len(s.AllowedIPs) == 0 {
-		return specRef{}, false
+		return specRef{}, specRest{}, false
 	}
-	return specRef{allowed: &s.AllowedIPs[0], n: len(s.AllowedIPs), endpoint: s.Endpoint, key: s.PublicKey, keepalive: s.PersistentKeepalive}, true
+	return specRef{allowed: &s.AllowedIPs[0], endpoint: s.Endpoint}, specRest{n: len(s.AllowedIPs), key: s.PublicKey, keepalive: s.PersistentKeepalive}, true
 }

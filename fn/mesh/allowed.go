@@ -41,7 +41,6 @@ type hostRoute struct {
 // buildSegments computes what each segment's Peer has in common across
 // targets: name, key, keepalive and allowedIPs without per-target drops.
 func (p *planner) buildSegments() {
-	p.built = map[*segment]*builtSegment{}
 	p.collectAddresses()
 	for _, sc := range p.sources {
 		pods := p.podRoutes(sc)
@@ -62,7 +61,7 @@ func (p *planner) buildSegments() {
 			}
 			b.keepalive = p.keepaliveOf(s)
 			p.buildAllowed(b, pods[s], locIPs[s])
-			p.built[s] = b
+			s.built = b
 		}
 	}
 }

@@ -162,7 +162,7 @@ func (p *planner) placeSource(peers []kilov1alpha1.Peer, t *target, sc *sourceCl
 	anchored := false
 	placed := 0 // counted here: a map write per Peer shows in large meshes
 	for _, s := range sc.segments {
-		b := p.built[s]
+		b := s.built
 		if t.foreignNam[b.name] {
 			p.conflict(t, b.name, ReasonPeerNameConflict, fmt.Sprintf("a Peer named %s that this mesh does not own exists in cluster %s", b.name, tname))
 			continue

@@ -143,7 +143,6 @@ type planner struct {
 	advertise bool
 	keepalive int
 	sources   []*sourceCluster
-	built     map[*segment]*builtSegment
 	plan      Plan
 
 	// problems by cluster, then reason, in the order found.

@@ -118,6 +118,8 @@ type segment struct {
 	name    string
 	leader  *node
 	members []*node // sorted by name; includes the leader
+	// built is what its Peer has in every target, once buildSegments ran.
+	built *builtSegment
 }
 
 // sourceCluster is a member of the mesh with its observed nodes.

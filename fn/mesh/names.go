@@ -43,11 +43,35 @@ func PeerName(namespace, mesh, cluster, leader string) string {
 	// ends with a dash; the readable part is made of such names, so only
 	// its cut end can break that.
 	name := strings.TrimRight(readable, "-.") + suffix
-	if len(validation.IsDNS1123Subdomain(name)) > 0 {
+	if !isSubdomain(name) {
 		// Only names that never came from an API server get here.
 		return "peer" + suffix
 	}
 	return name
+}
+
+// isSubdomain is len(validation.IsDNS1123Subdomain(s)) == 0 without its
+// regular expression, which took most of the time of naming a Peer: at most
+// 253 characters, in labels of lower-case letters, digits and dashes that
+// start and end with a letter or a digit.
+func isSubdomain(s string) bool {
+	if len(s) > validation.DNS1123SubdomainMaxLength {
+		return false
+	}
+	label := 0 // bytes of the current label so far
+	for i := range len(s) {
+		switch c := s[i]; {
+		case c >= 'a' && c <= 'z', c >= '0' && c <= '9':
+			label++
+		case c == '-' && label > 0:
+			label++
+		case c == '.' && label > 0 && s[i-1] != '-':
+			label = 0
+		default:
+			return false
+		}
+	}
+	return label > 0 && s[len(s)-1] != '-'
 }
 
 // LabelValue fits a name into a label value: names of up to 63 characters

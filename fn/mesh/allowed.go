@@ -60,7 +60,7 @@ func (p *planner) buildSegments() {
 				labels: labels,
 			}
 			b.keepalive = p.keepaliveOf(s)
-			p.buildAllowed(b, pods[s], locIPs[s])
+			p.buildAllowed(b, pods, locIPs[s])
 			s.built = b
 		}
 	}
@@ -232,12 +232,13 @@ func (p *planner) keepPodIncumbents(sc *sourceCluster, routed map[string]map[str
 	}
 }
 
-// podRoutes are the pod CIDRs each member of each segment routes. A pod
+// podRoutes are the pod CIDRs each member of a segment routes, by node: a
+// node is a member of one segment at most. A pod
 // CIDR that overlaps one of another segment (a Node may be created with any
 // pod CIDR) and that neither routed first (keepPodIncumbents skipped the
 // newcomers) is routed by neither: WireGuard would give it to whichever
 // Peer Kilo configured last.
-func (p *planner) podRoutes(sc *sourceCluster) map[*segment]map[*node][]netip.Prefix {
+func (p *planner) podRoutes(sc *sourceCluster) map[*node][]netip.Prefix {
 	type owned struct {
 		s *segment
 		n *node
@@ -253,7 +254,7 @@ func (p *planner) podRoutes(sc *sourceCluster) map[*segment]map[*node][]netip.Pr
 		}
 	}
 	idx := newPrefixIndex(prefixes)
-	out := map[*segment]map[*node][]netip.Prefix{}
+	out := map[*node][]netip.Prefix{}
 	for i, pr := range prefixes {
 		o := owners[i]
 		clash := ""
@@ -267,10 +268,7 @@ func (p *planner) podRoutes(sc *sourceCluster) map[*segment]map[*node][]netip.Pr
 			p.problem(sc.spec.Name, ReasonNodePodCIDRConflict, clash)
 			continue
 		}
-		if out[o.s] == nil {
-			out[o.s] = map[*node][]netip.Prefix{}
-		}
-		out[o.s][o.n] = append(out[o.s][o.n], pr)
+		out[o.n] = append(out[o.n], pr)
 	}
 	return out
 }

@@ -24,7 +24,9 @@ func TestSameForm(t *testing.T) {
 		}
 		return p
 	}
+	shared := map[string]string{meshv1alpha1.LabelSourceCluster: "cluster-a"}
 	edits := map[string]func(*kilov1alpha1.Peer){
+		"shared labels": func(p *kilov1alpha1.Peer) { p.Labels = shared },
 		"none":          func(*kilov1alpha1.Peer) {},
 		"name":          func(p *kilov1alpha1.Peer) { p.Name = "q" },
 		"other label":   func(p *kilov1alpha1.Peer) { p.Labels = map[string]string{meshv1alpha1.LabelSourceCluster: "cluster-a"} },

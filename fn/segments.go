@@ -2,6 +2,7 @@ package main
 
 import (
 	"hash/fnv"
+	"reflect"
 	"slices"
 	"sort"
 	"strconv"
@@ -176,14 +177,20 @@ func formOf(p *kilov1alpha1.Peer) string {
 func sameForm(a, b *kilov1alpha1.Peer) bool {
 	sa, sb := &a.Spec, &b.Spec
 	ea, eb := sa.Endpoint, sb.Endpoint
-	if a.Labels[meshv1alpha1.LabelSourceCluster] == b.Labels[meshv1alpha1.LabelSourceCluster] &&
-		sa.PublicKey == sb.PublicKey && sa.PresharedKey == sb.PresharedKey &&
+	if sa.PublicKey == sb.PublicKey && sa.PresharedKey == sb.PresharedKey &&
 		sa.PersistentKeepalive == sb.PersistentKeepalive &&
 		(ea == nil) == (eb == nil) && (ea == nil || ea.DNSOrIP == eb.DNSOrIP && ea.Port == eb.Port) &&
-		slices.Equal(sa.AllowedIPs, sb.AllowedIPs) {
+		slices.Equal(sa.AllowedIPs, sb.AllowedIPs) && sameSource(a, b) {
 		return true
 	}
 	return formOf(a) == formOf(b)
+}
+
+// sameSource tells whether two Peers have the same source label. The Peers
+// of a source share one map of labels, which needs no lookup.
+func sameSource(a, b *kilov1alpha1.Peer) bool {
+	return reflect.ValueOf(a.Labels).UnsafePointer() == reflect.ValueOf(b.Labels).UnsafePointer() ||
+		a.Labels[meshv1alpha1.LabelSourceCluster] == b.Labels[meshv1alpha1.LabelSourceCluster]
 }
 
 // share finds, for every Peer that at least two members receive in the

@@ -52,7 +52,7 @@ func (peerSetDelivery) compose(cp *composition, c meshv1alpha1.Cluster, peers []
 		for i := range peers {
 			items[i] = cp.conv.desiredPeer(&peers[i])
 		}
-		measured = structpb.NewListValue(&structpb.ListValue{Values: items})
+		measured = list(items)
 		setList(params, "peers", measured)
 	}
 	// A PeerSet the API server cannot store would fail on every write.

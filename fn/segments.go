@@ -311,7 +311,7 @@ func composeSegments(cp *composition, sf *sharedForm) {
 					"apiVersion": str(kubev1alpha1.GroupVersion.String()),
 					"kind":       str(kubev1alpha1.SegmentSetKind),
 					"metadata":   object(map[string]*structpb.Value{"name": str(ch.name)}),
-					"spec":       object(map[string]*structpb.Value{"peers": structpb.NewListValue(&structpb.ListValue{Values: items})}),
+					"spec":       object(map[string]*structpb.Value{"peers": list(items)}),
 				}},
 				Ready: fnv1.Ready_READY_TRUE,
 			}
@@ -356,7 +356,7 @@ func sharedPeerSet(cp *composition, target string, peers []kilov1alpha1.Peer) (r
 			rs = append(rs, object(ref))
 		}
 	}
-	return structpb.NewListValue(&structpb.ListValue{Values: rs}), structpb.NewListValue(&structpb.ListValue{Values: own})
+	return list(rs), list(own)
 }
 
 // isSegments tells whether a composed resource is a SegmentSet of the

@@ -30,6 +30,9 @@ type builtSegment struct {
 	// endpoint is the leader's own endpoint in Kilo's form, made on first
 	// use and shared, like labels and strs, by every Peer that dials it.
 	endpoint *kilov1alpha1.PeerEndpoint
+	// checked is 1 once a Peer of these shared parts passed Kilo's checks,
+	// -1 once one failed them.
+	checked int8
 }
 
 type hostRoute struct {

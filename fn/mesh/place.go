@@ -212,6 +212,9 @@ func (p *planner) placeSource(peers []kilov1alpha1.Peer, t *target, sc *sourceCl
 				Endpoint:            peerEndpoint,
 			},
 		})
+		if !p.invalid && !p.passes(b, &peers[len(peers)-1]) {
+			p.invalid = true
+		}
 		placed++
 	}
 	if placed > 0 {
@@ -369,47 +372,33 @@ func (rc *routeCheck) report() string {
 // validatePeers runs Kilo's own checks on every Peer. A Peer that fails them
 // is a bug of the planner: Kilo would silently ignore it.
 func (p *planner) validatePeers() error {
-	// The Peers of a segment share their routes and endpoint in most
-	// targets: a spec made of the very same values passed already.
-	passed := map[specRef]specRest{}
+	if !p.invalid {
+		return nil // every Peer passed as it was placed
+	}
 	for _, sc := range p.sources {
 		for i := range p.plan.Peers[sc.spec.Name] {
 			peer := &p.plan.Peers[sc.spec.Name][i]
-			ref, rest, ok := refOf(&peer.Spec)
-			if ok && passed[ref] == rest {
-				continue
-			}
 			if errs := peer.Validate(); len(errs) > 0 {
 				return fmt.Errorf("planned Peer %s for cluster %s fails Kilo's validation: %w", peer.Name, sc.spec.Name, errs.ToAggregate())
-			}
-			if ok {
-				passed[ref] = rest
 			}
 		}
 	}
 	return nil
 }
 
-// A specRef and a specRest are together what Peer.Validate reads of a
-// spec, by identity where they are shared: two specs with the same ones
-// hold the same routes (the same backing array), the same endpoint (the
-// same object), key and keepalive. The routes and endpoint alone key the
-// map, which hashes them fast.
-type specRef struct {
-	allowed  *string
-	endpoint *kilov1alpha1.PeerEndpoint
-}
-
-type specRest struct {
-	n         int
-	key       string
-	keepalive int
-}
-
-// refOf splits a spec so; false when it has no routes to identify it by.
-func refOf(s *kilov1alpha1.PeerSpec) (specRef, specRest, bool) {
-	if len(s.AllowedIPs) == 0 {
-		return specRef{}, specRest{}, false
+// passes runs Kilo's own checks on a Peer as it is placed. A Peer made of
+// its segment's routes and endpoint, as in most targets, is the same in
+// each: it is checked once.
+func (p *planner) passes(b *builtSegment, peer *kilov1alpha1.Peer) bool {
+	s := &peer.Spec
+	if s.Endpoint != b.endpoint || len(s.AllowedIPs) == 0 || len(s.AllowedIPs) != len(b.strs) || &s.AllowedIPs[0] != &b.strs[0] {
+		return len(peer.Validate()) == 0
 	}
-	return specRef{allowed: &s.AllowedIPs[0], endpoint: s.Endpoint}, specRest{n: len(s.AllowedIPs), key: s.PublicKey, keepalive: s.PersistentKeepalive}, true
+	if b.checked == 0 {
+		b.checked = 1
+		if len(peer.Validate()) > 0 {
+			b.checked = -1
+		}
+	}
+	return b.checked > 0
 }

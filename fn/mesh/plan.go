@@ -149,6 +149,8 @@ type planner struct {
 	problems map[string]map[string][]string
 	// placed counts the Peers of each source written into other clusters.
 	placed map[string]int
+	// invalid is set once a placed Peer failed Kilo's checks.
+	invalid bool
 	// conflicts by target cluster.
 	conflicts map[string][]meshv1alpha1.PeerConflict
 	// endpoints are the endpoint addresses of every segment of the mesh.

@@ -3,7 +3,6 @@ package mesh
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"io"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -20,13 +19,21 @@ const (
 // identityHash is a short hash of the parts of an identity, separated so
 // that ("a-b", "c") and ("a", "b-c") differ.
 func identityHash(parts ...string) string {
-	h := sha256.New()
+	sum := identitySum(parts...)
+	return hex.EncodeToString(sum[:])
+}
+
+// identitySum is identityHash before its hex encoding: the first bytes of
+// the SHA-256 of the parts, each followed by a NUL byte.
+func identitySum(parts ...string) [hashLen / 2]byte {
+	var buf [256]byte // most identities fit: no allocation
+	b := buf[:0]
 	for _, p := range parts {
-		_, _ = io.WriteString(h, p)
-		_, _ = h.Write([]byte{0})
+		b = append(b, p...)
+		b = append(b, 0)
 	}
-	var sum [sha256.Size]byte
-	return hex.EncodeToString(h.Sum(sum[:0])[:hashLen/2]) // hashLen hex digits
+	sum := sha256.Sum256(b)
+	return [hashLen / 2]byte(sum[:hashLen/2])
 }
 
 // PeerName is the name of the Peer of a segment: readable, unique across
@@ -34,7 +41,11 @@ func identityHash(parts ...string) string {
 // characters. It always ends in a hash of the whole identity, because the
 // readable part alone is ambiguous (names contain dashes) and may be cut.
 func PeerName(namespace, mesh, cluster, leader string) string {
-	suffix := "-" + identityHash(namespace, mesh, cluster, leader)
+	sum := identitySum(namespace, mesh, cluster, leader)
+	var b [1 + hashLen]byte
+	b[0] = '-'
+	hex.Encode(b[1:], sum[:])
+	suffix := string(b[:])
 	readable := mesh + "-" + cluster + "-" + leader
 	if len(readable) > maxNameLen-len(suffix) {
 		readable = readable[:maxNameLen-len(suffix)]

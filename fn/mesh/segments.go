@@ -386,9 +386,20 @@ func (sc *sourceCluster) planSegments(g meshv1alpha1.Granularity, f family, now 
 // nodeSegments makes every ready node its own segment (Kilo's full
 // granularity).
 func (sc *sourceCluster) nodeSegments() {
+	ready := 0
 	for _, n := range sc.nodes {
 		if n.ready {
-			sc.segments = append(sc.segments, &segment{cluster: sc.cluster, name: "node:" + n.obs.Name, leader: n, members: []*node{n}})
+			ready++
+		}
+	}
+	// One allocation for the segments, one for their members.
+	segments := make([]segment, 0, ready)
+	members := make([]*node, 0, ready)
+	for _, n := range sc.nodes {
+		if n.ready {
+			members = append(members, n)
+			segments = append(segments, segment{cluster: sc.cluster, name: "node:" + n.obs.Name, leader: n, members: members[len(members)-1 : len(members) : len(members)]})
+			sc.segments = append(sc.segments, &segments[len(segments)-1])
 		}
 	}
 }

@@ -42,7 +42,7 @@ func (peerSetDelivery) compose(cp *composition, c meshv1alpha1.Cluster, peers []
 			}
 			return nil
 		}
-		refs, inline := sharedPeerSet(cp, c.Name, peers)
+		refs, inline := sharedPeerSet(cp, c.Name)
 		setList(params, "segmentSetRefs", refs)
 		setList(params, "peers", inline)
 		measured = object(map[string]*structpb.Value{"peers": inline, "segmentSetRefs": refs})

@@ -132,16 +132,31 @@ type segmentChunk struct {
 type sharedForm struct {
 	// chunks are the SegmentSets of each source cluster.
 	chunks map[string][]*segmentChunk
-	// common is, by Peer name, a Peer of the form the SegmentSets hold,
-	// and its index among them.
-	common map[string]commonPeer
 	// size is how many Peers the SegmentSets hold.
 	size int
+	// peers are the Peers of each member the form was made of, and formsOf
+	// the form of each of them, in the same order.
+	peers   map[string][]kilov1alpha1.Peer
+	formsOf map[string][]*peerForm
 }
 
-type commonPeer struct {
+// A peerForm is one form of the Peers of one name.
+type peerForm struct {
+	// peer is the first Peer of this form; count is how many members
+	// receive it, first the index of the first of them in the spec.
 	peer  *kilov1alpha1.Peer
-	index int
+	count int
+	first int
+	named *namedForms
+}
+
+// namedForms are the forms of the Peers of one name.
+type namedForms struct {
+	forms []*peerForm
+	// common is the form the SegmentSets hold, nil when they hold none;
+	// index is its place among their Peers.
+	common *peerForm
+	index  int
 }
 
 // formOf is a Peer's identity as a PeerSet writes it: its source and its
@@ -198,37 +213,40 @@ func sameSource(a, b *kilov1alpha1.Peer) bool {
 // member listed first), and spreads those Peers of each source cluster
 // over its SegmentSets.
 func share(x *xrMesh, peers map[string][]kilov1alpha1.Peer) (*sharedForm, error) {
-	type form struct {
-		peer  *kilov1alpha1.Peer
-		count int
-		first int
-	}
-	// By Peer name, its distinct forms: a Peer has one in most meshes, and
-	// a few where some members differ.
-	forms := map[string][]*form{}
+	sf := &sharedForm{chunks: map[string][]*segmentChunk{}, peers: peers, formsOf: make(map[string][]*peerForm, len(x.Spec.Clusters))}
+	// A Peer has one form in most meshes, and a few where some members
+	// differ.
+	byName := map[string]*namedForms{}
 	for t, c := range x.Spec.Clusters {
 		ps := peers[c.Name]
+		formsOf := make([]*peerForm, len(ps))
 		for i := range ps {
 			p := &ps[i]
-			var f *form
-			for _, g := range forms[p.Name] {
+			named := byName[p.Name]
+			if named == nil {
+				named = &namedForms{}
+				byName[p.Name] = named
+			}
+			var f *peerForm
+			for _, g := range named.forms {
 				if sameForm(g.peer, p) {
 					f = g
 					break
 				}
 			}
 			if f == nil {
-				f = &form{peer: p, first: t}
-				forms[p.Name] = append(forms[p.Name], f)
+				f = &peerForm{peer: p, first: t, named: named}
+				named.forms = append(named.forms, f)
 			}
 			f.count++
+			formsOf[i] = f
 		}
+		sf.formsOf[c.Name] = formsOf
 	}
-	sf := &sharedForm{chunks: map[string][]*segmentChunk{}, common: make(map[string]commonPeer, len(forms))}
 	bySource := map[string][]*kilov1alpha1.Peer{}
-	for _, byForm := range forms {
-		var best *form
-		for _, f := range byForm {
+	for _, named := range byName {
+		var best *peerForm
+		for _, f := range named.forms {
 			if best == nil || f.count > best.count || f.count == best.count && f.first < best.first {
 				best = f
 			}
@@ -236,6 +254,7 @@ func share(x *xrMesh, peers map[string][]kilov1alpha1.Peer) (*sharedForm, error)
 		if best.count < 2 {
 			continue
 		}
+		named.common = best
 		src := best.peer.Labels[meshv1alpha1.LabelSourceCluster]
 		bySource[src] = append(bySource[src], best.peer)
 	}
@@ -248,7 +267,7 @@ func share(x *xrMesh, peers map[string][]kilov1alpha1.Peer) (*sharedForm, error)
 		for _, ch := range chunks {
 			ch.first = sf.size
 			for _, p := range ch.peers {
-				sf.common[p.Name] = commonPeer{peer: p, index: sf.size}
+				byName[p.Name].index = sf.size
 				sf.size++
 			}
 		}
@@ -322,19 +341,20 @@ func composeSegments(cp *composition, sf *sharedForm) {
 // sharedPeerSet writes the parameters of a target's PeerSet in the shared
 // form: a reference to every SegmentSet of every other member, each with
 // the Peers the target does not hold, and inline the Peers that only the
-// target holds or that it holds in a form of its own.
-func sharedPeerSet(cp *composition, target string, peers []kilov1alpha1.Peer) (refs, inline *structpb.Value) {
+// target holds or that it holds in a form of its own. The target's Peers
+// are those the shared form was made of.
+func sharedPeerSet(cp *composition, target string) (refs, inline *structpb.Value) {
 	sf := cp.shared
+	peers := sf.peers[target]
 	held := make([]bool, sf.size) // by index of the SegmentSets' Peers
 	var own []*structpb.Value
-	for i := range peers {
-		p := &peers[i]
-		common, ok := sf.common[p.Name]
-		if ok {
-			held[common.index] = true
+	for i, f := range sf.formsOf[target] {
+		named := f.named
+		if named.common != nil {
+			held[named.index] = true
 		}
-		if !ok || !sameForm(common.peer, p) {
-			own = append(own, cp.conv.desiredPeer(p))
+		if f != named.common {
+			own = append(own, cp.conv.desiredPeer(&peers[i]))
 		}
 	}
 	var rs []*structpb.Value

@@ -194,11 +194,19 @@ func sameForm(a, b *kilov1alpha1.Peer) bool {
 	ea, eb := sa.Endpoint, sb.Endpoint
 	if sa.PublicKey == sb.PublicKey && sa.PresharedKey == sb.PresharedKey &&
 		sa.PersistentKeepalive == sb.PersistentKeepalive &&
-		(ea == nil) == (eb == nil) && (ea == nil || ea.DNSOrIP == eb.DNSOrIP && ea.Port == eb.Port) &&
-		slices.Equal(sa.AllowedIPs, sb.AllowedIPs) && sameSource(a, b) {
+		(ea == eb || ea != nil && eb != nil && ea.DNSOrIP == eb.DNSOrIP && ea.Port == eb.Port) &&
+		sameStrings(sa.AllowedIPs, sb.AllowedIPs) && sameSource(a, b) {
 		return true
 	}
 	return formOf(a) == formOf(b)
+}
+
+// sameStrings is slices.Equal, at once for two slices of one array.
+func sameStrings(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	return len(a) == 0 || &a[0] == &b[0] || slices.Equal(a, b)
 }
 
 // sameSource tells whether two Peers have the same source label. The Peers

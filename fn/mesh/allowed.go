@@ -39,6 +39,25 @@ type hostRoute struct {
 	addr  netip.Addr
 	index int
 	node  string
+	// usedBy are the targets that use addr as an internal address.
+	usedBy []internalUse
+}
+
+// An internalUse is a target whose node uses an address as its internal
+// one: the first such node by name.
+type internalUse struct {
+	target *sourceCluster
+	node   string
+}
+
+// usedIn is the node of target t that uses the route's address.
+func (h *hostRoute) usedIn(t *sourceCluster) (string, bool) {
+	for _, u := range h.usedBy {
+		if u.target == t {
+			return u.node, true
+		}
+	}
+	return "", false
 }
 
 // buildSegments computes what each segment's Peer has in common across

@@ -24,7 +24,6 @@ const maxForeignRoutes = 16384
 // target is what a cluster knows of itself as a receiver of Peers.
 type target struct {
 	sc         *sourceCluster
-	internal   map[netip.Addr]string // its nodes' internal addresses
 	discovered map[[kilov1alpha1.KeyLen]byte]Endpoint
 	foreignKey map[[kilov1alpha1.KeyLen]byte]string
 	foreignNam map[string]bool
@@ -42,15 +41,8 @@ type target struct {
 }
 
 func (p *planner) newTarget(sc *sourceCluster) *target {
-	t := &target{sc: sc, internal: map[netip.Addr]string{}, discovered: map[[kilov1alpha1.KeyLen]byte]Endpoint{},
+	t := &target{sc: sc, discovered: map[[kilov1alpha1.KeyLen]byte]Endpoint{},
 		foreignKey: map[[kilov1alpha1.KeyLen]byte]string{}, foreignNam: map[string]bool{}, delivered: p.in.Delivered[sc.spec.Name]}
-	for _, n := range sc.nodes {
-		if a, ok := kiloInternalIP(&n.kilo); ok {
-			if _, dup := t.internal[a]; !dup {
-				t.internal[a] = n.obs.Name
-			}
-		}
-	}
 	// Only a segment leader runs WireGuard towards the other members'
 	// Peers, so only what a leader learned from a handshake is believed: any
 	// other node of the target could write anything in its annotation.
@@ -117,6 +109,7 @@ func (p *planner) place() {
 	p.plan.Peers = make(map[string][]kilov1alpha1.Peer, len(p.sources))
 	p.placed = map[string]int{}
 	p.conflicts = map[string][]meshv1alpha1.PeerConflict{}
+	p.indexInternal()
 	for _, tc := range p.sources {
 		t := p.newTarget(tc)
 		// At most one Peer per segment of every other source: sized once,
@@ -146,6 +139,32 @@ func (p *planner) place() {
 			}
 			p.plan.Withheld[tc.spec.Name] = fmt.Sprintf("no new route is written into it, since the Peers there that this mesh does not own are not known whole (%s): %s withheld",
 				t.incomplete, plural(t.withheld, "route"))
+		}
+	}
+}
+
+// indexInternal finds, for each host route of each segment, the targets
+// whose nodes use its address as their internal one: a route to it would
+// hijack their local traffic. Found once, not looked up for every Peer.
+func (p *planner) indexInternal() {
+	uses := map[netip.Addr][]internalUse{}
+	for _, tc := range p.sources {
+		for _, n := range tc.nodes {
+			if !n.hasInternal { // Kilo's internal address, read by checkReady
+				continue
+			}
+			u := uses[n.internal]
+			if len(u) > 0 && u[len(u)-1].target == tc {
+				continue // the first node by name keeps it
+			}
+			uses[n.internal] = append(u, internalUse{target: tc, node: n.obs.Name})
+		}
+	}
+	for _, sc := range p.sources {
+		for _, s := range sc.segments {
+			for i := range s.built.hosts {
+				s.built.hosts[i].usedBy = uses[s.built.hosts[i].addr]
+			}
 		}
 	}
 }
@@ -277,7 +296,7 @@ func (p *planner) allowedFor(b *builtSegment, t *target, endpoint *Endpoint, anc
 			drop[h.index] = true
 			continue
 		}
-		if tn, ok := t.internal[h.addr]; ok {
+		if tn, ok := h.usedIn(t.sc); ok {
 			drop[h.index] = true
 			p.problem(b.seg.cluster.spec.Name, ReasonNodeIPConflict, fmt.Sprintf("%s %s (an internal address of %s node %s)", h.node, h.addr, t.sc.spec.Name, tn))
 		}

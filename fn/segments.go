@@ -104,16 +104,19 @@ func shareAbove(x *xrMesh, fnDefault int) (int, error) {
 // already shares goes back inline only below half of it, so that a mesh
 // near the threshold does not switch at every node.
 func useShared(o *observed, peers map[string][]kilov1alpha1.Peer, threshold int) bool {
+	limit := threshold
+	if len(sortedNames(o, prefixSegments)) > 0 {
+		limit = threshold / 2
+	}
 	total := 0
 	for _, ps := range peers {
 		for i := range ps {
-			total += peerBytes(&ps[i])
+			if total += peerBytes(&ps[i]); total > limit {
+				return true // a large mesh needs not be counted whole
+			}
 		}
 	}
-	if len(sortedNames(o, prefixSegments)) > 0 {
-		return total > threshold/2
-	}
-	return total > threshold
+	return false
 }
 
 // A segmentChunk is one SegmentSet: some Peers of one source, in their

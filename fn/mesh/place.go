@@ -290,22 +290,22 @@ func (p *planner) checkNATKeepalive(s *segment, target string, learned Endpoint)
 // the target dials, and the routes of Peers the mesh does not own. Most
 // Peers drop nothing and share the segment's slice.
 func (p *planner) allowedFor(b *builtSegment, t *target, endpoint *Endpoint, anchor []netip.Prefix) []string {
-	drop := map[int]bool{}
+	drop := drops{of: len(b.allowed)}
 	for _, h := range b.hosts {
 		if endpoint != nil && endpoint.IP == h.addr {
-			drop[h.index] = true
+			drop.mark(h.index)
 			continue
 		}
 		if tn, ok := h.usedIn(t.sc); ok {
-			drop[h.index] = true
+			drop.mark(h.index)
 			p.problem(b.seg.cluster.spec.Name, ReasonNodeIPConflict, fmt.Sprintf("%s %s (an internal address of %s node %s)", h.node, h.addr, t.sc.spec.Name, tn))
 		}
 	}
 	rc := routeCheck{t: t, delivered: t.delivered[b.name].AllowedIPs}
 	keep := rc.keep
 	for i, pr := range b.allowed {
-		if !drop[i] && !keep(pr) {
-			drop[i] = true
+		if !drop.has(i) && !keep(pr) {
+			drop.mark(i)
 		}
 	}
 	var extra []string
@@ -325,16 +325,38 @@ func (p *planner) allowedFor(b *builtSegment, t *target, endpoint *Endpoint, anc
 	if msg := rc.report(); msg != "" {
 		p.conflict(t, b.name, ReasonPeerRouteConflict, msg)
 	}
-	if len(drop) == 0 && len(extra) == 0 {
+	if drop.n == 0 && len(extra) == 0 {
 		return b.strs
 	}
-	out := make([]string, 0, len(b.strs)-len(drop)+len(extra))
+	out := make([]string, 0, len(b.strs)-drop.n+len(extra))
 	for i, s := range b.strs {
-		if !drop[i] {
+		if !drop.has(i) {
 			out = append(out, s)
 		}
 	}
 	return append(out, extra...)
+}
+
+// drops are the routes of a segment that one Peer leaves out, by index. It
+// takes memory only once a route is dropped, which most Peers never do.
+type drops struct {
+	of     int // how many routes the segment has
+	marked []bool
+	n      int
+}
+
+func (d *drops) mark(i int) {
+	if d.marked == nil {
+		d.marked = make([]bool, d.of)
+	}
+	if !d.marked[i] {
+		d.marked[i] = true
+		d.n++
+	}
+}
+
+func (d *drops) has(i int) bool {
+	return d.marked != nil && d.marked[i]
 }
 
 // A routeCheck decides, for one Peer in one target, which of its routes a

@@ -162,6 +162,21 @@ type namedForms struct {
 	index  int
 }
 
+// add counts a Peer that member t receives in its form, and returns the
+// form. A Peer has one form in most meshes, and a few where some members
+// differ.
+func (n *namedForms) add(p *kilov1alpha1.Peer, t int) *peerForm {
+	for _, f := range n.forms {
+		if sameForm(f.peer, p) {
+			f.count++
+			return f
+		}
+	}
+	f := &peerForm{peer: p, count: 1, first: t, named: n}
+	n.forms = append(n.forms, f)
+	return f
+}
+
 // formOf is a Peer's identity as a PeerSet writes it: its source and its
 // spec. Two Peers of the same name and form are written the same.
 func formOf(p *kilov1alpha1.Peer) string {
@@ -225,32 +240,17 @@ func sameSource(a, b *kilov1alpha1.Peer) bool {
 // over its SegmentSets.
 func share(x *xrMesh, peers map[string][]kilov1alpha1.Peer) (*sharedForm, error) {
 	sf := &sharedForm{chunks: map[string][]*segmentChunk{}, peers: peers, formsOf: make(map[string][]*peerForm, len(x.Spec.Clusters))}
-	// A Peer has one form in most meshes, and a few where some members
-	// differ.
 	byName := map[string]*namedForms{}
 	for t, c := range x.Spec.Clusters {
 		ps := peers[c.Name]
 		formsOf := make([]*peerForm, len(ps))
 		for i := range ps {
-			p := &ps[i]
-			named := byName[p.Name]
+			named := byName[ps[i].Name]
 			if named == nil {
 				named = &namedForms{}
-				byName[p.Name] = named
+				byName[ps[i].Name] = named
 			}
-			var f *peerForm
-			for _, g := range named.forms {
-				if sameForm(g.peer, p) {
-					f = g
-					break
-				}
-			}
-			if f == nil {
-				f = &peerForm{peer: p, first: t, named: named}
-				named.forms = append(named.forms, f)
-			}
-			f.count++
-			formsOf[i] = f
+			formsOf[i] = named.add(&ps[i], t)
 		}
 		sf.formsOf[c.Name] = formsOf
 	}

@@ -35,7 +35,8 @@ func readAtProvider(v *structpb.Value, into *kubev1alpha1.NodeInventoryObservati
 // plainly a well-formed observation.
 func decodeObservation(v *structpb.Value) (kubev1alpha1.NodeInventoryObservation, bool) {
 	var o kubev1alpha1.NodeInventoryObservation
-	return o, decodeFields(v, &o, observationFields)
+	ok := decodeFields(v, &o, observationFields)
+	return o, ok
 }
 
 // A fieldReader reads one field of a JSON object into its Go struct, and
@@ -149,7 +150,7 @@ func decodeList[T any](into *[]T, v *structpb.Value, read fieldReader[T]) bool {
 }
 
 func decodeStrings(into *[]string, v *structpb.Value) bool {
-	return decodeList(into, v, func(s *string, v *structpb.Value) bool { return decodeString(s, v) })
+	return decodeList(into, v, decodeString)
 }
 
 // decodeString reads a string, which protojson refuses to write when it is

@@ -28,7 +28,8 @@ func jsonObservation(v *structpb.Value) (kubev1alpha1.NodeInventoryObservation, 
 	if err != nil {
 		return o, err
 	}
-	return o, json.Unmarshal(b, &o)
+	err = json.Unmarshal(b, &o)
+	return o, err
 }
 
 func errText(err error) string {
@@ -158,7 +159,7 @@ func renderObservations(t *testing.T) map[string]*structpb.Value {
 	}
 	out := map[string]*structpb.Value{}
 	for _, f := range files {
-		b, err := os.ReadFile(f) //nolint:gosec // the repository's own files
+		b, err := os.ReadFile(f)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -288,7 +289,7 @@ func mutations(v *structpb.Value) map[string]*structpb.Value {
 		}
 		for _, key := range extraKeys {
 			for _, val := range []*structpb.Value{structpb.NewStringValue("extra"), structpb.NewNumberValue(1), structpb.NewStructValue(&structpb.Struct{})} {
-				out["+"+key+"="+string(val.String())] = with(key, val, false)
+				out["+"+key+"="+val.String()] = with(key, val, false)
 			}
 		}
 	case *structpb.Value_ListValue:

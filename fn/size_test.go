@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -103,7 +104,7 @@ func randomValue(r *rand.Rand, depth int) *structpb.Value {
 func randomStruct(r *rand.Rand, depth int) *structpb.Struct {
 	s := &structpb.Struct{Fields: map[string]*structpb.Value{}}
 	for i := range r.IntN(6) {
-		s.Fields[strings.Repeat("k", []int{0, 1, 130}[r.IntN(3)])+fmt.Sprint(i)] = randomValue(r, depth)
+		s.Fields[strings.Repeat("k", []int{0, 1, 130}[r.IntN(3)])+strconv.Itoa(i)] = randomValue(r, depth)
 	}
 	if r.IntN(4) == 0 {
 		withUnknown(s, 1)
@@ -114,7 +115,7 @@ func randomStruct(r *rand.Rand, depth int) *structpb.Struct {
 // TestResponseSize holds responseSize to proto.Size: on random resources,
 // and on what RunFunction answers.
 func TestResponseSize(t *testing.T) {
-	r := rand.New(rand.NewPCG(1, 2)) //nolint:gosec // a test's reproducible data
+	r := rand.New(rand.NewPCG(1, 2))
 	for i := range 300 {
 		resources := map[string]*fnv1.Resource{}
 		for j := range r.IntN(6) {

@@ -356,7 +356,7 @@ func (d *drops) mark(i int) {
 }
 
 func (d *drops) has(i int) bool {
-	return d.marked != nil && d.marked[i]
+	return i < len(d.marked) && d.marked[i]
 }
 
 // A routeCheck decides, for one Peer in one target, which of its routes a

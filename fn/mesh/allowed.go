@@ -94,8 +94,12 @@ func (p *planner) buildSegments() {
 // advertised by two segments would be routed to whichever Kilo configured
 // last. Neither is routed.
 func (p *planner) collectAddresses() {
-	p.endpoints = map[netip.Addr]string{}
-	p.advertisers = map[netip.Addr]int{}
+	n := 0
+	for _, sc := range p.sources {
+		n += len(sc.segments)
+	}
+	p.endpoints = make(map[netip.Addr]string, n)
+	p.advertisers = make(map[netip.Addr]int, n)
 	for _, sc := range p.sources {
 		for _, s := range sc.segments {
 			// The message names the first segment by (cluster, node) that
@@ -142,12 +146,27 @@ func (p *planner) keepaliveOf(s *segment) int {
 // Duplicates keep the first.
 func (p *planner) buildAllowed(b *builtSegment, pods map[*node][]netip.Prefix, locIPs map[*node][]netip.Prefix) {
 	s := b.seg
-	seen := map[netip.Prefix]bool{}
+	// A segment of one node routes three or four prefixes: they are
+	// scanned, and only a larger segment's are kept in a set.
+	const scanned = 16
+	b.allowed = make([]netip.Prefix, 0, 3*len(s.members)+1)
+	var seen map[netip.Prefix]bool
 	add := func(pr netip.Prefix) bool {
-		if seen[pr] {
+		switch {
+		case seen != nil:
+			if seen[pr] {
+				return false
+			}
+			seen[pr] = true
+		case slices.Contains(b.allowed, pr):
 			return false
+		case len(b.allowed) == scanned:
+			seen = make(map[netip.Prefix]bool, 2*scanned)
+			for _, q := range b.allowed {
+				seen[q] = true
+			}
+			seen[pr] = true
 		}
-		seen[pr] = true
 		b.allowed = append(b.allowed, pr)
 		return true
 	}

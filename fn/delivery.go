@@ -135,8 +135,21 @@ func keepUnobserved(x *xrMesh, o *observed, plan *mesh.Plan) {
 	}
 	for target := range plan.Peers {
 		peers := plan.Peers[target]
-		sort.SliceStable(peers, func(i, j int) bool { return peers[i].Name < peers[j].Name })
+		if !sortedByName(peers) { // the planner's are: only kept Peers are not
+			sort.SliceStable(peers, func(i, j int) bool { return peers[i].Name < peers[j].Name })
+		}
 	}
+}
+
+// sortedByName tells whether sorting Peers by name would leave them as they
+// are.
+func sortedByName(peers []kilov1alpha1.Peer) bool {
+	for i := 1; i < len(peers); i++ {
+		if peers[i].Name < peers[i-1].Name {
+			return false
+		}
+	}
+	return true
 }
 
 // orphanPolicies are the managementPolicies of a composed resource the mesh

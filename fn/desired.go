@@ -19,12 +19,50 @@ import (
 // The resources are built directly in protobuf form: a large mesh composes
 // thousands, and a detour through JSON would cost more than the planning.
 
-func str(s string) *structpb.Value { return structpb.NewStringValue(s) }
+// Each helper allocates a Value together with the wrapper of its kind (and
+// the Struct or ListValue it holds), once instead of two or three times:
+// they live and die together, and a large mesh makes hundreds of thousands.
 
-func num(n int) *structpb.Value { return structpb.NewNumberValue(float64(n)) }
+func str(s string) *structpb.Value {
+	b := &struct {
+		v structpb.Value
+		k structpb.Value_StringValue
+	}{k: structpb.Value_StringValue{StringValue: s}}
+	b.v.Kind = &b.k
+	return &b.v
+}
+
+func num(n int) *structpb.Value {
+	b := &struct {
+		v structpb.Value
+		k structpb.Value_NumberValue
+	}{k: structpb.Value_NumberValue{NumberValue: float64(n)}}
+	b.v.Kind = &b.k
+	return &b.v
+}
 
 func object(f map[string]*structpb.Value) *structpb.Value {
-	return structpb.NewStructValue(&structpb.Struct{Fields: f})
+	b := &struct {
+		v structpb.Value
+		k structpb.Value_StructValue
+		s structpb.Struct
+	}{}
+	b.s.Fields = f
+	b.k.StructValue = &b.s
+	b.v.Kind = &b.k
+	return &b.v
+}
+
+func list(vs []*structpb.Value) *structpb.Value {
+	b := &struct {
+		v structpb.Value
+		k structpb.Value_ListValue
+		l structpb.ListValue
+	}{}
+	b.l.Values = vs
+	b.k.ListValue = &b.l
+	b.v.Kind = &b.k
+	return &b.v
 }
 
 func stringList(ss []string) *structpb.Value {
@@ -32,7 +70,7 @@ func stringList(ss []string) *structpb.Value {
 	for i, s := range ss {
 		vs[i] = str(s)
 	}
-	return structpb.NewListValue(&structpb.ListValue{Values: vs})
+	return list(vs)
 }
 
 func stringMap(m map[string]string) *structpb.Value {

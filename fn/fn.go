@@ -148,7 +148,7 @@ func (f *Function) run(req *fnv1.RunFunctionRequest) (*fnv1.RunFunctionResponse,
 	if f.maxResponse > 0 {
 		limit = f.maxResponse
 	}
-	n := proto.Size(rsp)
+	n := responseSize(rsp)
 	if n > limit {
 		hint := hintUsePeerSet
 		if xr.delivery() == deliveryPeerSet {

@@ -235,7 +235,7 @@ func readObserved(req *fnv1.RunFunctionRequest, x *xrMesh) (*observed, error) {
 func readInventory(s *structpb.Struct) (*mesh.Observation, error) {
 	o := &mesh.Observation{Reachable: true}
 	if at := get(s, "status", "atProvider"); at != nil {
-		if err := fromValue(at, &o.NodeInventoryObservation); err != nil {
+		if err := readAtProvider(at, &o.NodeInventoryObservation); err != nil {
 			return nil, err
 		}
 	}

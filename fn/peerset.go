@@ -42,7 +42,7 @@ func (peerSetDelivery) compose(cp *composition, c meshv1alpha1.Cluster, peers []
 			}
 			return nil
 		}
-		refs, inline := sharedPeerSet(cp, c.Name, peers)
+		refs, inline := sharedPeerSet(cp, c.Name)
 		setList(params, "segmentSetRefs", refs)
 		setList(params, "peers", inline)
 		measured = object(map[string]*structpb.Value{"peers": inline, "segmentSetRefs": refs})
@@ -52,7 +52,7 @@ func (peerSetDelivery) compose(cp *composition, c meshv1alpha1.Cluster, peers []
 		for i := range peers {
 			items[i] = cp.conv.desiredPeer(&peers[i])
 		}
-		measured = structpb.NewListValue(&structpb.ListValue{Values: items})
+		measured = list(items)
 		setList(params, "peers", measured)
 	}
 	// A PeerSet the API server cannot store would fail on every write.

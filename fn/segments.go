@@ -2,6 +2,8 @@ package main
 
 import (
 	"hash/fnv"
+	"reflect"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -102,16 +104,19 @@ func shareAbove(x *xrMesh, fnDefault int) (int, error) {
 // already shares goes back inline only below half of it, so that a mesh
 // near the threshold does not switch at every node.
 func useShared(o *observed, peers map[string][]kilov1alpha1.Peer, threshold int) bool {
+	limit := threshold
+	if len(sortedNames(o, prefixSegments)) > 0 {
+		limit = threshold / 2
+	}
 	total := 0
 	for _, ps := range peers {
 		for i := range ps {
-			total += peerBytes(&ps[i])
+			if total += peerBytes(&ps[i]); total > limit {
+				return true // a large mesh needs not be counted whole
+			}
 		}
 	}
-	if len(sortedNames(o, prefixSegments)) > 0 {
-		return total > threshold/2
-	}
-	return total > threshold
+	return false
 }
 
 // A segmentChunk is one SegmentSet: some Peers of one source, in their
@@ -120,6 +125,9 @@ type segmentChunk struct {
 	// resource is the composition resource name, name the object's.
 	resource, name string
 	peers          []*kilov1alpha1.Peer
+	// first is the index of its first Peer among those of every
+	// SegmentSet: its Peers have the next ones, in order.
+	first int
 }
 
 // A sharedForm is the mesh's Peers split into what the SegmentSets hold,
@@ -127,8 +135,46 @@ type segmentChunk struct {
 type sharedForm struct {
 	// chunks are the SegmentSets of each source cluster.
 	chunks map[string][]*segmentChunk
-	// common is, by Peer name, the form the SegmentSets hold.
-	common map[string]string
+	// size is how many Peers the SegmentSets hold.
+	size int
+	// peers are the Peers of each member the form was made of, and formsOf
+	// the form of each of them, in the same order.
+	peers   map[string][]kilov1alpha1.Peer
+	formsOf map[string][]*peerForm
+}
+
+// A peerForm is one form of the Peers of one name.
+type peerForm struct {
+	// peer is the first Peer of this form; count is how many members
+	// receive it, first the index of the first of them in the spec.
+	peer  *kilov1alpha1.Peer
+	count int
+	first int
+	named *namedForms
+}
+
+// namedForms are the forms of the Peers of one name.
+type namedForms struct {
+	forms []*peerForm
+	// common is the form the SegmentSets hold, nil when they hold none;
+	// index is its place among their Peers.
+	common *peerForm
+	index  int
+}
+
+// add counts a Peer that member t receives in its form, and returns the
+// form. A Peer has one form in most meshes, and a few where some members
+// differ.
+func (n *namedForms) add(p *kilov1alpha1.Peer, t int) *peerForm {
+	for _, f := range n.forms {
+		if sameForm(f.peer, p) {
+			f.count++
+			return f
+		}
+	}
+	f := &peerForm{peer: p, count: 1, first: t, named: n}
+	n.forms = append(n.forms, f)
+	return f
 }
 
 // formOf is a Peer's identity as a PeerSet writes it: its source and its
@@ -158,49 +204,68 @@ func formOf(p *kilov1alpha1.Peer) string {
 	return b.String()
 }
 
+// sameForm tells whether two Peers have the same form, formOf(a) ==
+// formOf(b), building neither when the fields formOf writes are equal, as
+// they are for the Peer of a segment in most members.
+func sameForm(a, b *kilov1alpha1.Peer) bool {
+	sa, sb := &a.Spec, &b.Spec
+	ea, eb := sa.Endpoint, sb.Endpoint
+	if sa.PublicKey == sb.PublicKey && sa.PresharedKey == sb.PresharedKey &&
+		sa.PersistentKeepalive == sb.PersistentKeepalive &&
+		(ea == eb || ea != nil && eb != nil && ea.DNSOrIP == eb.DNSOrIP && ea.Port == eb.Port) &&
+		sameStrings(sa.AllowedIPs, sb.AllowedIPs) && sameSource(a, b) {
+		return true
+	}
+	return formOf(a) == formOf(b)
+}
+
+// sameStrings is slices.Equal, at once for two slices of one array.
+func sameStrings(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	return len(a) == 0 || &a[0] == &b[0] || slices.Equal(a, b)
+}
+
+// sameSource tells whether two Peers have the same source label. The Peers
+// of a source share one map of labels, which needs no lookup.
+func sameSource(a, b *kilov1alpha1.Peer) bool {
+	return reflect.ValueOf(a.Labels).UnsafePointer() == reflect.ValueOf(b.Labels).UnsafePointer() ||
+		a.Labels[meshv1alpha1.LabelSourceCluster] == b.Labels[meshv1alpha1.LabelSourceCluster]
+}
+
 // share finds, for every Peer that at least two members receive in the
 // same form, its most common form (of equally common ones, the form of the
 // member listed first), and spreads those Peers of each source cluster
 // over its SegmentSets.
 func share(x *xrMesh, peers map[string][]kilov1alpha1.Peer) (*sharedForm, error) {
-	type form struct {
-		peer  *kilov1alpha1.Peer
-		count int
-		first int
-	}
-	forms := map[string]map[string]*form{} // by Peer name, then form
+	sf := &sharedForm{chunks: map[string][]*segmentChunk{}, peers: peers, formsOf: make(map[string][]*peerForm, len(x.Spec.Clusters))}
+	byName := map[string]*namedForms{}
 	for t, c := range x.Spec.Clusters {
 		ps := peers[c.Name]
+		formsOf := make([]*peerForm, len(ps))
 		for i := range ps {
-			p := &ps[i]
-			byForm := forms[p.Name]
-			if byForm == nil {
-				byForm = map[string]*form{}
-				forms[p.Name] = byForm
+			named := byName[ps[i].Name]
+			if named == nil {
+				named = &namedForms{}
+				byName[ps[i].Name] = named
 			}
-			k := formOf(p)
-			f := byForm[k]
-			if f == nil {
-				f = &form{peer: p, first: t}
-				byForm[k] = f
-			}
-			f.count++
+			formsOf[i] = named.add(&ps[i], t)
 		}
+		sf.formsOf[c.Name] = formsOf
 	}
-	sf := &sharedForm{chunks: map[string][]*segmentChunk{}, common: map[string]string{}}
 	bySource := map[string][]*kilov1alpha1.Peer{}
-	for name, byForm := range forms {
-		var best *form
-		var bestKey string
-		for k, f := range byForm {
+	for _, named := range byName {
+		var best *peerForm
+		for _, f := range named.forms {
 			if best == nil || f.count > best.count || f.count == best.count && f.first < best.first {
-				best, bestKey = f, k
+				best = f
 			}
 		}
 		if best.count < 2 {
 			continue
 		}
-		sf.common[name] = bestKey
+		named.common = best
 		src := best.peer.Labels[meshv1alpha1.LabelSourceCluster]
 		bySource[src] = append(bySource[src], best.peer)
 	}
@@ -210,6 +275,13 @@ func share(x *xrMesh, peers map[string][]kilov1alpha1.Peer) (*sharedForm, error)
 			return nil, err
 		}
 		sf.chunks[src] = chunks
+		for _, ch := range chunks {
+			ch.first = sf.size
+			for _, p := range ch.peers {
+				byName[p.Name].index = sf.size
+				sf.size++
+			}
+		}
 	}
 	return sf, nil
 }
@@ -269,7 +341,7 @@ func composeSegments(cp *composition, sf *sharedForm) {
 					"apiVersion": str(kubev1alpha1.GroupVersion.String()),
 					"kind":       str(kubev1alpha1.SegmentSetKind),
 					"metadata":   object(map[string]*structpb.Value{"name": str(ch.name)}),
-					"spec":       object(map[string]*structpb.Value{"peers": structpb.NewListValue(&structpb.ListValue{Values: items})}),
+					"spec":       object(map[string]*structpb.Value{"peers": list(items)}),
 				}},
 				Ready: fnv1.Ready_READY_TRUE,
 			}
@@ -280,16 +352,20 @@ func composeSegments(cp *composition, sf *sharedForm) {
 // sharedPeerSet writes the parameters of a target's PeerSet in the shared
 // form: a reference to every SegmentSet of every other member, each with
 // the Peers the target does not hold, and inline the Peers that only the
-// target holds or that it holds in a form of its own.
-func sharedPeerSet(cp *composition, target string, peers []kilov1alpha1.Peer) (refs, inline *structpb.Value) {
+// target holds or that it holds in a form of its own. The target's Peers
+// are those the shared form was made of.
+func sharedPeerSet(cp *composition, target string) (refs, inline *structpb.Value) {
 	sf := cp.shared
-	held := make(map[string]*kilov1alpha1.Peer, len(peers))
+	peers := sf.peers[target]
+	held := make([]bool, sf.size) // by index of the SegmentSets' Peers
 	var own []*structpb.Value
-	for i := range peers {
-		p := &peers[i]
-		held[p.Name] = p
-		if k, ok := sf.common[p.Name]; !ok || k != formOf(p) {
-			own = append(own, cp.conv.desiredPeer(p))
+	for i, f := range sf.formsOf[target] {
+		named := f.named
+		if named.common != nil {
+			held[named.index] = true
+		}
+		if f != named.common {
+			own = append(own, cp.conv.desiredPeer(&peers[i]))
 		}
 	}
 	var rs []*structpb.Value
@@ -299,8 +375,8 @@ func sharedPeerSet(cp *composition, target string, peers []kilov1alpha1.Peer) (r
 		}
 		for _, ch := range sf.chunks[c.Name] {
 			var omit []string
-			for _, p := range ch.peers {
-				if _, ok := held[p.Name]; !ok {
+			for i, p := range ch.peers {
+				if !held[ch.first+i] {
 					omit = append(omit, p.Name)
 				}
 			}
@@ -311,7 +387,7 @@ func sharedPeerSet(cp *composition, target string, peers []kilov1alpha1.Peer) (r
 			rs = append(rs, object(ref))
 		}
 	}
-	return structpb.NewListValue(&structpb.ListValue{Values: rs}), structpb.NewListValue(&structpb.ListValue{Values: own})
+	return list(rs), list(own)
 }
 
 // isSegments tells whether a composed resource is a SegmentSet of the

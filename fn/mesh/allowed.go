@@ -27,18 +27,42 @@ type builtSegment struct {
 	strs    []string
 	// hosts are the internal addresses among allowed, with their index.
 	hosts []hostRoute
+	// endpoint is the leader's own endpoint in Kilo's form, made on first
+	// use and shared, like labels and strs, by every Peer that dials it.
+	endpoint *kilov1alpha1.PeerEndpoint
+	// checked is 1 once a Peer of these shared parts passed Kilo's checks,
+	// -1 once one failed them.
+	checked int8
 }
 
 type hostRoute struct {
 	addr  netip.Addr
 	index int
 	node  string
+	// usedBy are the targets that use addr as an internal address.
+	usedBy []internalUse
+}
+
+// An internalUse is a target whose node uses an address as its internal
+// one: the first such node by name.
+type internalUse struct {
+	target *sourceCluster
+	node   string
+}
+
+// usedIn is the node of target t that uses the route's address.
+func (h *hostRoute) usedIn(t *sourceCluster) (string, bool) {
+	for _, u := range h.usedBy {
+		if u.target == t {
+			return u.node, true
+		}
+	}
+	return "", false
 }
 
 // buildSegments computes what each segment's Peer has in common across
 // targets: name, key, keepalive and allowedIPs without per-target drops.
 func (p *planner) buildSegments() {
-	p.built = map[*segment]*builtSegment{}
 	p.collectAddresses()
 	for _, sc := range p.sources {
 		pods := p.podRoutes(sc)
@@ -58,8 +82,8 @@ func (p *planner) buildSegments() {
 				labels: labels,
 			}
 			b.keepalive = p.keepaliveOf(s)
-			p.buildAllowed(b, pods[s], locIPs[s])
-			p.built[s] = b
+			p.buildAllowed(b, pods, locIPs[s])
+			s.built = b
 		}
 	}
 }
@@ -70,8 +94,12 @@ func (p *planner) buildSegments() {
 // advertised by two segments would be routed to whichever Kilo configured
 // last. Neither is routed.
 func (p *planner) collectAddresses() {
-	p.endpoints = map[netip.Addr]string{}
-	p.advertisers = map[netip.Addr]int{}
+	n := 0
+	for _, sc := range p.sources {
+		n += len(sc.segments)
+	}
+	p.endpoints = make(map[netip.Addr]string, n)
+	p.advertisers = make(map[netip.Addr]int, n)
 	for _, sc := range p.sources {
 		for _, s := range sc.segments {
 			// The message names the first segment by (cluster, node) that
@@ -118,12 +146,27 @@ func (p *planner) keepaliveOf(s *segment) int {
 // Duplicates keep the first.
 func (p *planner) buildAllowed(b *builtSegment, pods map[*node][]netip.Prefix, locIPs map[*node][]netip.Prefix) {
 	s := b.seg
-	seen := map[netip.Prefix]bool{}
+	// A segment of one node routes three or four prefixes: they are
+	// scanned, and only a larger segment's are kept in a set.
+	const scanned = 16
+	b.allowed = make([]netip.Prefix, 0, 3*len(s.members)+1)
+	var seen map[netip.Prefix]bool
 	add := func(pr netip.Prefix) bool {
-		if seen[pr] {
+		switch {
+		case seen != nil:
+			if seen[pr] {
+				return false
+			}
+			seen[pr] = true
+		case slices.Contains(b.allowed, pr):
 			return false
+		case len(b.allowed) == scanned:
+			seen = make(map[netip.Prefix]bool, 2*scanned)
+			for _, q := range b.allowed {
+				seen[q] = true
+			}
+			seen[pr] = true
 		}
-		seen[pr] = true
 		b.allowed = append(b.allowed, pr)
 		return true
 	}
@@ -230,12 +273,13 @@ func (p *planner) keepPodIncumbents(sc *sourceCluster, routed map[string]map[str
 	}
 }
 
-// podRoutes are the pod CIDRs each member of each segment routes. A pod
+// podRoutes are the pod CIDRs each member of a segment routes, by node: a
+// node is a member of one segment at most. A pod
 // CIDR that overlaps one of another segment (a Node may be created with any
 // pod CIDR) and that neither routed first (keepPodIncumbents skipped the
 // newcomers) is routed by neither: WireGuard would give it to whichever
 // Peer Kilo configured last.
-func (p *planner) podRoutes(sc *sourceCluster) map[*segment]map[*node][]netip.Prefix {
+func (p *planner) podRoutes(sc *sourceCluster) map[*node][]netip.Prefix {
 	type owned struct {
 		s *segment
 		n *node
@@ -251,7 +295,7 @@ func (p *planner) podRoutes(sc *sourceCluster) map[*segment]map[*node][]netip.Pr
 		}
 	}
 	idx := newPrefixIndex(prefixes)
-	out := map[*segment]map[*node][]netip.Prefix{}
+	out := map[*node][]netip.Prefix{}
 	for i, pr := range prefixes {
 		o := owners[i]
 		clash := ""
@@ -265,10 +309,7 @@ func (p *planner) podRoutes(sc *sourceCluster) map[*segment]map[*node][]netip.Pr
 			p.problem(sc.spec.Name, ReasonNodePodCIDRConflict, clash)
 			continue
 		}
-		if out[o.s] == nil {
-			out[o.s] = map[*node][]netip.Prefix{}
-		}
-		out[o.s][o.n] = append(out[o.s][o.n], pr)
+		out[o.n] = append(out[o.n], pr)
 	}
 	return out
 }

@@ -19,12 +19,21 @@ const (
 // identityHash is a short hash of the parts of an identity, separated so
 // that ("a-b", "c") and ("a", "b-c") differ.
 func identityHash(parts ...string) string {
-	h := sha256.New()
+	sum := identitySum(parts...)
+	return hex.EncodeToString(sum[:])
+}
+
+// identitySum is identityHash before its hex encoding: the first bytes of
+// the SHA-256 of the parts, each followed by a NUL byte.
+func identitySum(parts ...string) [hashLen / 2]byte {
+	var buf [256]byte // most identities fit: no allocation
+	b := buf[:0]
 	for _, p := range parts {
-		_, _ = h.Write([]byte(p))
-		_, _ = h.Write([]byte{0})
+		b = append(b, p...)
+		b = append(b, 0)
 	}
-	return hex.EncodeToString(h.Sum(nil))[:hashLen]
+	sum := sha256.Sum256(b)
+	return [hashLen / 2]byte(sum[:hashLen/2])
 }
 
 // PeerName is the name of the Peer of a segment: readable, unique across
@@ -32,7 +41,11 @@ func identityHash(parts ...string) string {
 // characters. It always ends in a hash of the whole identity, because the
 // readable part alone is ambiguous (names contain dashes) and may be cut.
 func PeerName(namespace, mesh, cluster, leader string) string {
-	suffix := "-" + identityHash(namespace, mesh, cluster, leader)
+	sum := identitySum(namespace, mesh, cluster, leader)
+	var b [1 + hashLen]byte
+	b[0] = '-'
+	hex.Encode(b[1:], sum[:])
+	suffix := string(b[:])
 	readable := mesh + "-" + cluster + "-" + leader
 	if len(readable) > maxNameLen-len(suffix) {
 		readable = readable[:maxNameLen-len(suffix)]
@@ -41,11 +54,35 @@ func PeerName(namespace, mesh, cluster, leader string) string {
 	// ends with a dash; the readable part is made of such names, so only
 	// its cut end can break that.
 	name := strings.TrimRight(readable, "-.") + suffix
-	if len(validation.IsDNS1123Subdomain(name)) > 0 {
+	if !isSubdomain(name) {
 		// Only names that never came from an API server get here.
 		return "peer" + suffix
 	}
 	return name
+}
+
+// isSubdomain is len(validation.IsDNS1123Subdomain(s)) == 0 without its
+// regular expression, which took most of the time of naming a Peer: at most
+// 253 characters, in labels of lower-case letters, digits and dashes that
+// start and end with a letter or a digit.
+func isSubdomain(s string) bool {
+	if len(s) > validation.DNS1123SubdomainMaxLength {
+		return false
+	}
+	label := 0 // bytes of the current label so far
+	for i := range len(s) {
+		switch c := s[i]; {
+		case c >= 'a' && c <= 'z', c >= '0' && c <= '9':
+			label++
+		case c == '-' && label > 0:
+			label++
+		case c == '.' && label > 0 && s[i-1] != '-':
+			label = 0
+		default:
+			return false
+		}
+	}
+	return label > 0 && s[len(s)-1] != '-'
 }
 
 // LabelValue fits a name into a label value: names of up to 63 characters

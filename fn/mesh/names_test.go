@@ -184,3 +184,16 @@ func TestPeerLabels(t *testing.T) {
 		t.Errorf("A Peer is named after (namespace, mesh, source cluster, leader): got %q, want %q", peer.Name, want)
 	}
 }
+
+// FuzzIsSubdomain pins isSubdomain to the validation it stands for.
+func FuzzIsSubdomain(f *testing.F) {
+	for _, s := range []string{"", "a", "-", "a-", "-a", "a-b", "a.b", "a..b", "a.-b", "a-.b", ".a", "a.", "A", "a_b", "é", "a\n",
+		"mesh-cluster-a-node-1-0123abcd", strings.Repeat("a", 253), strings.Repeat("a", 254), strings.Repeat("a.", 126) + "a"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if got, want := isSubdomain(s), len(validation.IsDNS1123Subdomain(s)) == 0; got != want {
+			t.Errorf("isSubdomain(%q) = %v, validation says %v", s, got, want)
+		}
+	})
+}

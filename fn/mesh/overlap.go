@@ -14,6 +14,9 @@ import (
 type prefixIndex struct {
 	exact  map[netip.Prefix][]int
 	sorted []indexed
+	// lengths are the prefix lengths the list holds: masking to any other
+	// finds nothing.
+	lengths [129]bool
 }
 
 type indexed struct {
@@ -27,6 +30,9 @@ func newPrefixIndex(ps []netip.Prefix) *prefixIndex {
 		p = p.Masked()
 		x.exact[p] = append(x.exact[p], i)
 		x.sorted = append(x.sorted, indexed{p: p, i: i})
+		if p.IsValid() {
+			x.lengths[p.Bits()] = true
+		}
 	}
 	sort.Slice(x.sorted, func(a, b int) bool { return less(x.sorted[a].p, x.sorted[b].p) })
 	return x
@@ -77,6 +83,9 @@ func lastAddr(p netip.Prefix) netip.Addr {
 // containing it.
 func (x *prefixIndex) containing(p netip.Prefix, f func(int)) {
 	for b := 0; b <= p.Bits(); b++ {
+		if !x.lengths[b] {
+			continue
+		}
 		q, err := p.Addr().Prefix(b)
 		if err != nil {
 			continue
@@ -108,6 +117,9 @@ func (x *prefixIndex) count(p netip.Prefix) int {
 	p = p.Masked()
 	n := 0
 	for b := 0; b <= p.Bits(); b++ {
+		if !x.lengths[b] {
+			continue
+		}
 		if q, err := p.Addr().Prefix(b); err == nil {
 			n += len(x.exact[q])
 		}

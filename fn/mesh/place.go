@@ -24,7 +24,6 @@ const maxForeignRoutes = 16384
 // target is what a cluster knows of itself as a receiver of Peers.
 type target struct {
 	sc         *sourceCluster
-	internal   map[netip.Addr]string // its nodes' internal addresses
 	discovered map[[kilov1alpha1.KeyLen]byte]Endpoint
 	foreignKey map[[kilov1alpha1.KeyLen]byte]string
 	foreignNam map[string]bool
@@ -42,15 +41,8 @@ type target struct {
 }
 
 func (p *planner) newTarget(sc *sourceCluster) *target {
-	t := &target{sc: sc, internal: map[netip.Addr]string{}, discovered: map[[kilov1alpha1.KeyLen]byte]Endpoint{},
+	t := &target{sc: sc, discovered: map[[kilov1alpha1.KeyLen]byte]Endpoint{},
 		foreignKey: map[[kilov1alpha1.KeyLen]byte]string{}, foreignNam: map[string]bool{}, delivered: p.in.Delivered[sc.spec.Name]}
-	for _, n := range sc.nodes {
-		if a, ok := kiloInternalIP(&n.kilo); ok {
-			if _, dup := t.internal[a]; !dup {
-				t.internal[a] = n.obs.Name
-			}
-		}
-	}
 	// Only a segment leader runs WireGuard towards the other members'
 	// Peers, so only what a leader learned from a handshake is believed: any
 	// other node of the target could write anything in its annotation.
@@ -117,14 +109,26 @@ func (p *planner) place() {
 	p.plan.Peers = make(map[string][]kilov1alpha1.Peer, len(p.sources))
 	p.placed = map[string]int{}
 	p.conflicts = map[string][]meshv1alpha1.PeerConflict{}
+	p.indexInternal()
 	for _, tc := range p.sources {
 		t := p.newTarget(tc)
-		var peers []kilov1alpha1.Peer
+		// At most one Peer per segment of every other source: sized once,
+		// the Peers are not copied as the slice grows.
+		n := 0
+		for _, sc := range p.sources {
+			if sc != tc {
+				n += len(sc.segments)
+			}
+		}
+		peers := make([]kilov1alpha1.Peer, 0, n)
 		for _, sc := range p.sources {
 			if sc == tc {
 				continue
 			}
 			peers = p.placeSource(peers, t, sc)
+		}
+		if len(peers) == 0 {
+			peers = nil // a target that receives nothing holds no slice, as before
 		}
 		sort.Slice(peers, func(i, j int) bool { return peers[i].Name < peers[j].Name })
 		p.plan.Peers[tc.spec.Name] = peers
@@ -139,6 +143,32 @@ func (p *planner) place() {
 	}
 }
 
+// indexInternal finds, for each host route of each segment, the targets
+// whose nodes use its address as their internal one: a route to it would
+// hijack their local traffic. Found once, not looked up for every Peer.
+func (p *planner) indexInternal() {
+	uses := map[netip.Addr][]internalUse{}
+	for _, tc := range p.sources {
+		for _, n := range tc.nodes {
+			if !n.hasInternal { // Kilo's internal address, read by checkReady
+				continue
+			}
+			u := uses[n.internal]
+			if len(u) > 0 && u[len(u)-1].target == tc {
+				continue // the first node by name keeps it
+			}
+			uses[n.internal] = append(u, internalUse{target: tc, node: n.obs.Name})
+		}
+	}
+	for _, sc := range p.sources {
+		for _, s := range sc.segments {
+			for i := range s.built.hosts {
+				s.built.hosts[i].usedBy = uses[s.built.hosts[i].addr]
+			}
+		}
+	}
+}
+
 func (p *planner) conflict(t *target, peer, reason, msg string) {
 	name := t.sc.spec.Name
 	p.conflicts[name] = append(p.conflicts[name], meshv1alpha1.PeerConflict{Peer: peer, Reason: reason, Message: msg})
@@ -149,8 +179,9 @@ func (p *planner) conflict(t *target, peer, reason, msg string) {
 func (p *planner) placeSource(peers []kilov1alpha1.Peer, t *target, sc *sourceCluster) []kilov1alpha1.Peer {
 	tname := t.sc.spec.Name
 	anchored := false
+	placed := 0 // counted here: a map write per Peer shows in large meshes
 	for _, s := range sc.segments {
-		b := p.built[s]
+		b := s.built
 		if t.foreignNam[b.name] {
 			p.conflict(t, b.name, ReasonPeerNameConflict, fmt.Sprintf("a Peer named %s that this mesh does not own exists in cluster %s", b.name, tname))
 			continue
@@ -172,6 +203,15 @@ func (p *planner) placeSource(peers []kilov1alpha1.Peer, t *target, sc *sourceCl
 			// endpoint is what Kilo dials.
 			endpoint = &d
 		}
+		var peerEndpoint *kilov1alpha1.PeerEndpoint
+		if endpoint == s.leader.endpoint {
+			if b.endpoint == nil {
+				b.endpoint = endpoint.AsPeerEndpoint()
+			}
+			peerEndpoint = b.endpoint
+		} else {
+			peerEndpoint = endpoint.AsPeerEndpoint()
+		}
 		var anchor []netip.Prefix
 		if !anchored {
 			anchored = true
@@ -188,10 +228,16 @@ func (p *planner) placeSource(peers []kilov1alpha1.Peer, t *target, sc *sourceCl
 				AllowedIPs:          allowed,
 				PublicKey:           b.key,
 				PersistentKeepalive: b.keepalive,
-				Endpoint:            endpoint.AsPeerEndpoint(),
+				Endpoint:            peerEndpoint,
 			},
 		})
-		p.placed[sc.spec.Name]++
+		if !p.invalid && !p.passes(b, &peers[len(peers)-1]) {
+			p.invalid = true
+		}
+		placed++
+	}
+	if placed > 0 {
+		p.placed[sc.spec.Name] += placed
 	}
 	return peers
 }
@@ -244,49 +290,73 @@ func (p *planner) checkNATKeepalive(s *segment, target string, learned Endpoint)
 // the target dials, and the routes of Peers the mesh does not own. Most
 // Peers drop nothing and share the segment's slice.
 func (p *planner) allowedFor(b *builtSegment, t *target, endpoint *Endpoint, anchor []netip.Prefix) []string {
-	drop := map[int]bool{}
+	drop := drops{of: len(b.allowed)}
 	for _, h := range b.hosts {
 		if endpoint != nil && endpoint.IP == h.addr {
-			drop[h.index] = true
+			drop.mark(h.index)
 			continue
 		}
-		if tn, ok := t.internal[h.addr]; ok {
-			drop[h.index] = true
+		if tn, ok := h.usedIn(t.sc); ok {
+			drop.mark(h.index)
 			p.problem(b.seg.cluster.spec.Name, ReasonNodeIPConflict, fmt.Sprintf("%s %s (an internal address of %s node %s)", h.node, h.addr, t.sc.spec.Name, tn))
 		}
 	}
 	rc := routeCheck{t: t, delivered: t.delivered[b.name].AllowedIPs}
 	keep := rc.keep
 	for i, pr := range b.allowed {
-		if !drop[i] && !keep(pr) {
-			drop[i] = true
+		if !drop.has(i) && !keep(pr) {
+			drop.mark(i)
 		}
 	}
 	var extra []string
-	seen := map[netip.Prefix]bool{}
-	for _, pr := range b.allowed {
-		seen[pr] = true
-	}
-	for _, pr := range anchor {
-		// An additional CIDR may be a node's host route already.
-		if !seen[pr] && keep(pr) {
+	if len(anchor) > 0 {
+		seen := make(map[netip.Prefix]bool, len(b.allowed)+len(anchor))
+		for _, pr := range b.allowed {
 			seen[pr] = true
-			extra = append(extra, pr.String())
+		}
+		for _, pr := range anchor {
+			// An additional CIDR may be a node's host route already.
+			if !seen[pr] && keep(pr) {
+				seen[pr] = true
+				extra = append(extra, pr.String())
+			}
 		}
 	}
 	if msg := rc.report(); msg != "" {
 		p.conflict(t, b.name, ReasonPeerRouteConflict, msg)
 	}
-	if len(drop) == 0 && len(extra) == 0 {
+	if drop.n == 0 && len(extra) == 0 {
 		return b.strs
 	}
-	out := make([]string, 0, len(b.strs)-len(drop)+len(extra))
+	out := make([]string, 0, len(b.strs)-drop.n+len(extra))
 	for i, s := range b.strs {
-		if !drop[i] {
+		if !drop.has(i) {
 			out = append(out, s)
 		}
 	}
 	return append(out, extra...)
+}
+
+// drops are the routes of a segment that one Peer leaves out, by index. It
+// takes memory only once a route is dropped, which most Peers never do.
+type drops struct {
+	of     int // how many routes the segment has
+	marked []bool
+	n      int
+}
+
+func (d *drops) mark(i int) {
+	if d.marked == nil {
+		d.marked = make([]bool, d.of)
+	}
+	if !d.marked[i] {
+		d.marked[i] = true
+		d.n++
+	}
+}
+
+func (d *drops) has(i int) bool {
+	return i < len(d.marked) && d.marked[i]
 }
 
 // A routeCheck decides, for one Peer in one target, which of its routes a
@@ -343,6 +413,9 @@ func (rc *routeCheck) report() string {
 // validatePeers runs Kilo's own checks on every Peer. A Peer that fails them
 // is a bug of the planner: Kilo would silently ignore it.
 func (p *planner) validatePeers() error {
+	if !p.invalid {
+		return nil // every Peer passed as it was placed
+	}
 	for _, sc := range p.sources {
 		for i := range p.plan.Peers[sc.spec.Name] {
 			peer := &p.plan.Peers[sc.spec.Name][i]
@@ -352,4 +425,21 @@ func (p *planner) validatePeers() error {
 		}
 	}
 	return nil
+}
+
+// passes runs Kilo's own checks on a Peer as it is placed. A Peer made of
+// its segment's routes and endpoint, as in most targets, is the same in
+// each: it is checked once.
+func (p *planner) passes(b *builtSegment, peer *kilov1alpha1.Peer) bool {
+	s := &peer.Spec
+	if s.Endpoint != b.endpoint || len(s.AllowedIPs) == 0 || len(s.AllowedIPs) != len(b.strs) || &s.AllowedIPs[0] != &b.strs[0] {
+		return len(peer.Validate()) == 0
+	}
+	if b.checked == 0 {
+		b.checked = 1
+		if len(peer.Validate()) > 0 {
+			b.checked = -1
+		}
+	}
+	return b.checked > 0
 }

@@ -143,13 +143,14 @@ type planner struct {
 	advertise bool
 	keepalive int
 	sources   []*sourceCluster
-	built     map[*segment]*builtSegment
 	plan      Plan
 
 	// problems by cluster, then reason, in the order found.
 	problems map[string]map[string][]string
 	// placed counts the Peers of each source written into other clusters.
 	placed map[string]int
+	// invalid is set once a placed Peer failed Kilo's checks.
+	invalid bool
 	// conflicts by target cluster.
 	conflicts map[string][]meshv1alpha1.PeerConflict
 	// endpoints are the endpoint addresses of every segment of the mesh.
@@ -172,7 +173,10 @@ func (p *planner) problem(cluster, reason, what string) {
 
 // peerNameOf is the name of the Peer a leader's segment would have.
 func (p *planner) peerNameOf(n *node) string {
-	return PeerName(p.in.Namespace, p.in.Name, n.cluster.spec.Name, n.obs.Name)
+	if n.peerName == "" { // never a name: PeerName ends in a hash
+		n.peerName = PeerName(p.in.Namespace, p.in.Name, n.cluster.spec.Name, n.obs.Name)
+	}
+	return n.peerName
 }
 
 // deliveredRoutes lists, by Peer name, the routes its delivered Peers carry

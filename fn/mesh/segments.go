@@ -95,6 +95,9 @@ type node struct {
 	endpoint *Endpoint
 
 	skipped *meshv1alpha1.SkippedNode
+	// peerName is the name of the Peer the node's segment has when it
+	// leads it, once asked for.
+	peerName string
 }
 
 // skipf records why the node is left out, unless it already failed a check
@@ -115,6 +118,8 @@ type segment struct {
 	name    string
 	leader  *node
 	members []*node // sorted by name; includes the leader
+	// built is what its Peer has in every target, once buildSegments ran.
+	built *builtSegment
 }
 
 // sourceCluster is a member of the mesh with its observed nodes.
@@ -141,8 +146,10 @@ func newSourceCluster(c *cluster, obs *Observation) *sourceCluster {
 		return sc
 	}
 	sc.nodes = make([]*node, 0, len(obs.Nodes))
+	all := make([]node, len(obs.Nodes)) // one allocation, not one per node
 	for i := range obs.Nodes {
-		n := &node{obs: &obs.Nodes[i], cluster: c}
+		n := &all[i]
+		n.obs, n.cluster = &obs.Nodes[i], c
 		if obs.Nodes[i].Kilo != nil {
 			n.kilo = *obs.Nodes[i].Kilo
 		}
@@ -379,9 +386,20 @@ func (sc *sourceCluster) planSegments(g meshv1alpha1.Granularity, f family, now 
 // nodeSegments makes every ready node its own segment (Kilo's full
 // granularity).
 func (sc *sourceCluster) nodeSegments() {
+	ready := 0
 	for _, n := range sc.nodes {
 		if n.ready {
-			sc.segments = append(sc.segments, &segment{cluster: sc.cluster, name: "node:" + n.obs.Name, leader: n, members: []*node{n}})
+			ready++
+		}
+	}
+	// One allocation for the segments, one for their members.
+	segments := make([]segment, 0, ready)
+	members := make([]*node, 0, ready)
+	for _, n := range sc.nodes {
+		if n.ready {
+			members = append(members, n)
+			segments = append(segments, segment{cluster: sc.cluster, name: "node:" + n.obs.Name, leader: n, members: members[len(members)-1 : len(members) : len(members)]})
+			sc.segments = append(sc.segments, &segments[len(segments)-1])
 		}
 	}
 }

@@ -159,8 +159,11 @@ spec:
 	refused := ""
 	waitFor(ctx, t, "Crossplane "+prevVersion+" to refuse provider-kubernetes the CRDs of the one uninstalled", func() error {
 		msg, err := providerHealth(ctx, "provider-kubernetes")
-		if err != nil || !strings.Contains(msg, "is already controlled by") {
-			return fmt.Errorf("provider-kubernetes is not refused its CRDs (%v): %s", err, msg)
+		if err != nil {
+			return err
+		}
+		if !strings.Contains(msg, "is already controlled by") {
+			return fmt.Errorf("provider-kubernetes is not refused its CRDs: %s", msg)
 		}
 		refused = msg
 		return nil

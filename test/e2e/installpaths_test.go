@@ -37,7 +37,8 @@ var xpNamespace string
 // control plane with history needs, all at once, on a Crossplane installed
 // anew by its Helm chart into another namespace than crossplane-system,
 // first at the release before the oldest kilomesh supports (v2.4.0, which
-// must refuse what the next step needs), then upgraded by its chart:
+// must refuse what the next step needs, and which kilomesh's packages
+// refuse), then upgraded by its chart:
 // provider-kubernetes already installed, under another name than the one
 // dependency resolution gives it and from another registry (so Crossplane
 // cannot match it to the Configuration's dependency), then kilomesh
@@ -158,7 +159,7 @@ spec:
 	// under another name, never becomes healthy.
 	refused := ""
 	waitFor(ctx, t, "Crossplane "+prevVersion+" to refuse provider-kubernetes the CRDs of the one uninstalled", func() error {
-		msg, err := providerHealth(ctx, "provider-kubernetes")
+		msg, err := packageHealth(ctx, "Provider", "provider-kubernetes")
 		if err != nil {
 			return err
 		}
@@ -169,6 +170,38 @@ spec:
 		return nil
 	})
 	t.Logf("Crossplane %s: %s", prevVersion, refused)
+	// kilomesh's own packages refuse that release, by their constraint.
+	if err := script(ctx, "doc.sh", "docs/install.md", "mirror", "mirror="+node+"/kilomesh"); err != nil {
+		t.Fatal(err)
+	}
+	tooOld := "function-kilomesh-on-" + strings.ReplaceAll(prevVersion, ".", "-")
+	apply(ctx, t, fmt.Sprintf(`apiVersion: pkg.crossplane.io/v1
+kind: Function
+metadata:
+  name: %s
+spec:
+  package: xpkg.crossplane.io/kilomesh/function-kilomesh:%s
+`, tooOld, toVersion()))
+	incompatible := ""
+	waitFor(ctx, t, "Crossplane "+prevVersion+" to refuse function-kilomesh "+toVersion(), func() error {
+		msg, err := packageHealth(ctx, "Function", tooOld)
+		if err != nil {
+			return err
+		}
+		if !strings.Contains(msg, "incompatible Crossplane version") {
+			return fmt.Errorf("function-kilomesh is not refused: %s", msg)
+		}
+		incompatible = msg
+		return nil
+	})
+	t.Logf("Crossplane %s: %s", prevVersion, incompatible)
+	fn := &unstructured.Unstructured{}
+	fn.SetAPIVersion("pkg.crossplane.io/v1")
+	fn.SetKind("Function")
+	fn.SetName(tooOld)
+	if err := mgmt.Delete(ctx, fn); err != nil {
+		t.Fatal(err)
+	}
 	// Upgraded by its chart to the oldest Crossplane kilomesh supports, it
 	// takes them over.
 	if out, err := helm(ctx, "upgrade", "crossplane", chart, "--namespace", otherNamespace,
@@ -250,6 +283,7 @@ spec:
 	waitCondition(ctx, t, ref, "Ready", "True", convergeTimeout)
 	report.notef("install paths: ClusterRoles created again by the aggregation controller as Helm deleted them, deleted by docs/install.md's crossplane-leftovers block: %d %v", len(left), left)
 	report.notef("install paths: Crossplane %s refused provider-kubernetes the CRDs of the one uninstalled: %s", prevVersion, refused)
+	report.notef("install paths: Crossplane %s refused function-kilomesh %s: %s", prevVersion, toVersion(), incompatible)
 	report.notef("install paths: Crossplane %s installed into %s by its chart in %.1fs, then upgraded to %s; provider-kubernetes from another registry under another name, then kilomesh through a mirror without dependency resolution: installed after %.1fs; a mesh of cluster-a and cluster-b converged %.1fs after it was created",
 		prevVersion, otherNamespace, moved.Seconds(), xpVersion, installed.Seconds(), took.Seconds())
 }
@@ -314,11 +348,12 @@ func releaseObjects(ctx context.Context, ns string) ([]*unstructured.Unstructure
 	return objs, nil
 }
 
-// providerHealth is the message of a Provider's Healthy condition.
-func providerHealth(ctx context.Context, name string) (string, error) {
+// packageHealth is the Healthy condition of a package (Provider,
+// Function, Configuration), with its reason and message.
+func packageHealth(ctx context.Context, kind, name string) (string, error) {
 	p := &unstructured.Unstructured{}
 	p.SetAPIVersion("pkg.crossplane.io/v1")
-	p.SetKind("Provider")
+	p.SetKind(kind)
 	if err := mgmt.Get(ctx, client.ObjectKey{Name: name}, p); err != nil {
 		return "", err
 	}

@@ -157,18 +157,7 @@ spec:
 	// package manager hands an object over only from a revision that
 	// lets go of it: one deleted cannot, so the provider installed anew,
 	// under another name, never becomes healthy.
-	refused := ""
-	waitFor(ctx, t, "Crossplane "+prevVersion+" to refuse provider-kubernetes the CRDs of the one uninstalled", func() error {
-		msg, err := packageHealth(ctx, "Provider", "provider-kubernetes")
-		if err != nil {
-			return err
-		}
-		if !strings.Contains(msg, "is already controlled by") {
-			return fmt.Errorf("provider-kubernetes is not refused its CRDs: %s", msg)
-		}
-		refused = msg
-		return nil
-	})
+	refused := waitRefused(ctx, t, "Provider", "provider-kubernetes", "is already controlled by")
 	t.Logf("Crossplane %s: %s", prevVersion, refused)
 	// kilomesh's own packages refuse that release, by their constraint.
 	if err := script(ctx, "doc.sh", "docs/install.md", "mirror", "mirror="+node+"/kilomesh"); err != nil {
@@ -182,18 +171,7 @@ metadata:
 spec:
   package: xpkg.crossplane.io/kilomesh/function-kilomesh:%s
 `, tooOld, toVersion()))
-	incompatible := ""
-	waitFor(ctx, t, "Crossplane "+prevVersion+" to refuse function-kilomesh "+toVersion(), func() error {
-		msg, err := packageHealth(ctx, "Function", tooOld)
-		if err != nil {
-			return err
-		}
-		if !strings.Contains(msg, "incompatible Crossplane version") {
-			return fmt.Errorf("function-kilomesh is not refused: %s", msg)
-		}
-		incompatible = msg
-		return nil
-	})
+	incompatible := waitRefused(ctx, t, "Function", tooOld, "incompatible Crossplane version")
 	t.Logf("Crossplane %s: %s", prevVersion, incompatible)
 	fn := &unstructured.Unstructured{}
 	fn.SetAPIVersion("pkg.crossplane.io/v1")
@@ -346,6 +324,25 @@ func releaseObjects(ctx context.Context, ns string) ([]*unstructured.Unstructure
 		return nil, errors.New("the release's manifest names no object")
 	}
 	return objs, nil
+}
+
+// waitRefused waits until a package's Healthy condition says why it is
+// refused, with want in its message, and returns the condition.
+func waitRefused(ctx context.Context, t *testing.T, kind, name, want string) string {
+	t.Helper()
+	var got string
+	waitFor(ctx, t, fmt.Sprintf("%s %s to be refused (%q)", kind, name, want), func() error {
+		msg, err := packageHealth(ctx, kind, name)
+		if err != nil {
+			return err
+		}
+		if !strings.Contains(msg, want) {
+			return fmt.Errorf("not refused: %s", msg)
+		}
+		got = msg
+		return nil
+	})
+	return got
 }
 
 // packageHealth is the Healthy condition of a package (Provider,

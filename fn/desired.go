@@ -238,8 +238,8 @@ func compose(rsp *fnv1.RunFunctionResponse, x *xrMesh, o *observed, plan *mesh.P
 	keepUnobserved(x, o, plan)
 	d := delivererOf(x)
 	handOver(cp, x, d)
-	if _, ok := d.(peerSetDelivery); ok && useShared(o, plan.Peers, threshold) {
-		sf, err := share(x, plan.Peers)
+	if _, ok := d.(peerSetDelivery); ok && useShared(o, plan.PeerRefs, threshold) {
+		sf, err := share(x, plan.PeerRefs)
 		if err != nil {
 			return err
 		}
@@ -267,7 +267,7 @@ func compose(rsp *fnv1.RunFunctionResponse, x *xrMesh, o *observed, plan *mesh.P
 				"forProvider":       object(params),
 			}),
 		}})
-		if err := d.compose(cp, c, plan.Peers[c.Name]); err != nil {
+		if err := d.compose(cp, c, plan.PeerRefs[c.Name]); err != nil {
 			return err
 		}
 	}

@@ -110,6 +110,7 @@ func (f *Function) run(req *fnv1.RunFunctionRequest) (*fnv1.RunFunctionResponse,
 		Observations: obs.inventories,
 		Others:       others,
 		Delivered:    delivered(obs.composed),
+		PeerRefs:     true,
 	})
 	var invalid *mesh.InvalidSpecError
 	var overlap *mesh.OverlapError

@@ -29,7 +29,7 @@ type peerSetDelivery struct{}
 // shared form, references to the SegmentSets of the other members with
 // what the target holds otherwise. The PeerSet adds its selector labels to
 // every Peer; each Peer carries only the label that is its own.
-func (peerSetDelivery) compose(cp *composition, c meshv1alpha1.Cluster, peers []kilov1alpha1.Peer) error {
+func (peerSetDelivery) compose(cp *composition, c meshv1alpha1.Cluster, peers []*kilov1alpha1.Peer) error {
 	params := map[string]*structpb.Value{"selector": cp.owned}
 	var measured *structpb.Value
 	count := len(peers)
@@ -49,8 +49,8 @@ func (peerSetDelivery) compose(cp *composition, c meshv1alpha1.Cluster, peers []
 		count = len(inline.GetListValue().GetValues())
 	} else {
 		items := make([]*structpb.Value, len(peers))
-		for i := range peers {
-			items[i] = cp.conv.desiredPeer(&peers[i])
+		for i, peer := range peers {
+			items[i] = cp.conv.desiredPeer(peer)
 		}
 		measured = list(items)
 		setList(params, "peers", measured)

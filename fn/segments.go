@@ -103,15 +103,15 @@ func shareAbove(x *xrMesh, fnDefault int) (int, error) {
 // their Peers inline would take more than the threshold. A mesh that
 // already shares goes back inline only below half of it, so that a mesh
 // near the threshold does not switch at every node.
-func useShared(o *observed, peers map[string][]kilov1alpha1.Peer, threshold int) bool {
+func useShared(o *observed, peers map[string][]*kilov1alpha1.Peer, threshold int) bool {
 	limit := threshold
 	if len(sortedNames(o, prefixSegments)) > 0 {
 		limit = threshold / 2
 	}
 	total := 0
 	for _, ps := range peers {
-		for i := range ps {
-			if total += peerBytes(&ps[i]); total > limit {
+		for _, p := range ps {
+			if total += peerBytes(p); total > limit {
 				return true // a large mesh needs not be counted whole
 			}
 		}
@@ -139,7 +139,7 @@ type sharedForm struct {
 	size int
 	// peers are the Peers of each member the form was made of, and formsOf
 	// the form of each of them, in the same order.
-	peers   map[string][]kilov1alpha1.Peer
+	peers   map[string][]*kilov1alpha1.Peer
 	formsOf map[string][]*peerForm
 }
 
@@ -208,6 +208,9 @@ func formOf(p *kilov1alpha1.Peer) string {
 // formOf(b), building neither when the fields formOf writes are equal, as
 // they are for the Peer of a segment in most members.
 func sameForm(a, b *kilov1alpha1.Peer) bool {
+	if a == b {
+		return true // the planner shares the Peer most members receive
+	}
 	sa, sb := &a.Spec, &b.Spec
 	ea, eb := sa.Endpoint, sb.Endpoint
 	if sa.PublicKey == sb.PublicKey && sa.PresharedKey == sb.PresharedKey &&
@@ -238,19 +241,19 @@ func sameSource(a, b *kilov1alpha1.Peer) bool {
 // same form, its most common form (of equally common ones, the form of the
 // member listed first), and spreads those Peers of each source cluster
 // over its SegmentSets.
-func share(x *xrMesh, peers map[string][]kilov1alpha1.Peer) (*sharedForm, error) {
+func share(x *xrMesh, peers map[string][]*kilov1alpha1.Peer) (*sharedForm, error) {
 	sf := &sharedForm{chunks: map[string][]*segmentChunk{}, peers: peers, formsOf: make(map[string][]*peerForm, len(x.Spec.Clusters))}
 	byName := map[string]*namedForms{}
 	for t, c := range x.Spec.Clusters {
 		ps := peers[c.Name]
 		formsOf := make([]*peerForm, len(ps))
-		for i := range ps {
-			named := byName[ps[i].Name]
+		for i, p := range ps {
+			named := byName[p.Name]
 			if named == nil {
 				named = &namedForms{}
-				byName[ps[i].Name] = named
+				byName[p.Name] = named
 			}
-			formsOf[i] = named.add(&ps[i], t)
+			formsOf[i] = named.add(p, t)
 		}
 		sf.formsOf[c.Name] = formsOf
 	}
@@ -365,7 +368,7 @@ func sharedPeerSet(cp *composition, target string) (refs, inline *structpb.Value
 			held[named.index] = true
 		}
 		if f != named.common {
-			own = append(own, cp.conv.desiredPeer(&peers[i]))
+			own = append(own, cp.conv.desiredPeer(peers[i]))
 		}
 	}
 	var rs []*structpb.Value

@@ -33,6 +33,9 @@ type builtSegment struct {
 	// checked is 1 once a Peer of these shared parts passed Kilo's checks,
 	// -1 once one failed them.
 	checked int8
+	// peer is the Peer of these shared parts, made on first use and
+	// shared by every target that receives it.
+	peer *kilov1alpha1.Peer
 }
 
 type hostRoute struct {

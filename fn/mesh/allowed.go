@@ -187,10 +187,30 @@ func (p *planner) buildAllowed(b *builtSegment, pods map[*node][]netip.Prefix, l
 		}
 	}
 	add(HostRoute(s.leader.wgIP))
-	b.strs = make([]string, len(b.allowed))
-	for i, pr := range b.allowed {
-		b.strs[i] = pr.String()
+	b.strs = prefixStrings(b.allowed)
+}
+
+// prefixStrings is the String of every prefix, written into one string
+// that they share: one allocation for a segment's routes, not two a route.
+func prefixStrings(prs []netip.Prefix) []string {
+	buf := make([]byte, 0, len(prs)*len("255.255.255.255/32"))
+	ends := make([]int, len(prs))
+	for i, pr := range prs {
+		if pr.IsValid() {
+			buf = pr.AppendTo(buf)
+		} else {
+			buf = append(buf, pr.String()...) // AppendTo writes nothing for the zero Prefix
+		}
+		ends[i] = len(buf)
 	}
+	all := string(buf)
+	out := make([]string, len(prs))
+	start := 0
+	for i, end := range ends {
+		out[i] = all[start:end]
+		start = end
+	}
+	return out
 }
 
 // internalAddr is the internal address of a node that may be routed to other

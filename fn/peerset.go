@@ -97,8 +97,9 @@ func (peerSetDelivery) composed(segs map[string]*kubev1alpha1.SegmentSet, name s
 	target := strings.TrimPrefix(name, prefixPeerSet)
 	fp := get(s, "spec", "forProvider")
 	params := kubev1alpha1.PeerSetParameters{}
+	labels := sourceLabels{}
 	for _, item := range get(fp.GetStructValue(), "peers").GetListValue().GetValues() {
-		params.Peers = append(params.Peers, desiredPeerOf(item.GetStructValue()))
+		params.Peers = append(params.Peers, desiredPeerOf(item.GetStructValue(), labels))
 	}
 	for _, ref := range get(fp.GetStructValue(), "segmentSetRefs").GetListValue().GetValues() {
 		r := kubev1alpha1.SegmentSetReference{Name: get(ref.GetStructValue(), "name").GetStringValue()}

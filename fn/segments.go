@@ -461,6 +461,7 @@ func keepReferenced(cp *composition) {
 // once, for every PeerSet that references it.
 func segmentIndex(o map[string]*fnv1.Resource) map[string]*kubev1alpha1.SegmentSet {
 	out := map[string]*kubev1alpha1.SegmentSet{}
+	labels := sourceLabels{}
 	for name, r := range o {
 		if !isSegments(name) {
 			continue
@@ -468,22 +469,38 @@ func segmentIndex(o map[string]*fnv1.Resource) map[string]*kubev1alpha1.SegmentS
 		s := r.GetResource()
 		set := &kubev1alpha1.SegmentSet{}
 		set.Name = get(s, "metadata", "name").GetStringValue()
-		for _, item := range get(s, "spec", "peers").GetListValue().GetValues() {
-			set.Spec.Peers = append(set.Spec.Peers, desiredPeerOf(item.GetStructValue()))
+		if items := get(s, "spec", "peers").GetListValue().GetValues(); len(items) > 0 {
+			set.Spec.Peers = make([]kubev1alpha1.DesiredPeer, len(items))
+			for i, item := range items {
+				set.Spec.Peers[i] = desiredPeerOf(item.GetStructValue(), labels)
+			}
 		}
 		out[set.Name] = set
 	}
 	return out
 }
 
+// sourceLabels are the labels of the Peers read from one source cluster,
+// by source: the Peers of a source share them, as nothing writes them.
+type sourceLabels map[string]map[string]string
+
+func (s sourceLabels) of(src string) map[string]string {
+	m, ok := s[src]
+	if !ok {
+		m = map[string]string{meshv1alpha1.LabelSourceCluster: src}
+		s[src] = m
+	}
+	return m
+}
+
 // desiredPeerOf reads an entry of a PeerSet or SegmentSet, field by field:
 // a large mesh reads thousands, and a detour through JSON would cost more
 // than the planning. A field of the wrong type reads as empty: these are
 // the function's own writes, and a broken one routes nothing.
-func desiredPeerOf(i *structpb.Struct) kubev1alpha1.DesiredPeer {
+func desiredPeerOf(i *structpb.Struct, labels sourceLabels) kubev1alpha1.DesiredPeer {
 	d := kubev1alpha1.DesiredPeer{
 		Name:   get(i, "name").GetStringValue(),
-		Labels: map[string]string{meshv1alpha1.LabelSourceCluster: get(i, "labels", meshv1alpha1.LabelSourceCluster).GetStringValue()},
+		Labels: labels.of(get(i, "labels", meshv1alpha1.LabelSourceCluster).GetStringValue()),
 	}
 	spec := get(i, "spec").GetStructValue()
 	ips := get(spec, "allowedIPs").GetListValue().GetValues()

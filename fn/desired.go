@@ -23,46 +23,84 @@ import (
 // the Struct or ListValue it holds), once instead of two or three times:
 // they live and die together, and a large mesh makes hundreds of thousands.
 
-func str(s string) *structpb.Value {
-	b := &struct {
-		v structpb.Value
-		k structpb.Value_StringValue
-	}{k: structpb.Value_StringValue{StringValue: s}}
+type strValue struct {
+	v structpb.Value
+	k structpb.Value_StringValue
+}
+
+func (b *strValue) init(s string) *structpb.Value {
+	b.k.StringValue = s
 	b.v.Kind = &b.k
 	return &b.v
 }
 
-func num(n int) *structpb.Value {
-	b := &struct {
-		v structpb.Value
-		k structpb.Value_NumberValue
-	}{k: structpb.Value_NumberValue{NumberValue: float64(n)}}
+type numValue struct {
+	v structpb.Value
+	k structpb.Value_NumberValue
+}
+
+func (b *numValue) init(n int) *structpb.Value {
+	b.k.NumberValue = float64(n)
 	b.v.Kind = &b.k
 	return &b.v
 }
 
-func object(f map[string]*structpb.Value) *structpb.Value {
-	b := &struct {
-		v structpb.Value
-		k structpb.Value_StructValue
-		s structpb.Struct
-	}{}
+type objectValue struct {
+	v structpb.Value
+	k structpb.Value_StructValue
+	s structpb.Struct
+}
+
+func (b *objectValue) init(f map[string]*structpb.Value) *structpb.Value {
 	b.s.Fields = f
 	b.k.StructValue = &b.s
 	b.v.Kind = &b.k
 	return &b.v
 }
 
-func list(vs []*structpb.Value) *structpb.Value {
-	b := &struct {
-		v structpb.Value
-		k structpb.Value_ListValue
-		l structpb.ListValue
-	}{}
+type listValue struct {
+	v structpb.Value
+	k structpb.Value_ListValue
+	l structpb.ListValue
+}
+
+func (b *listValue) init(vs []*structpb.Value) *structpb.Value {
 	b.l.Values = vs
 	b.k.ListValue = &b.l
 	b.v.Kind = &b.k
 	return &b.v
+}
+
+func str(s string) *structpb.Value { return new(strValue).init(s) }
+
+func num(n int) *structpb.Value { return new(numValue).init(n) }
+
+func object(f map[string]*structpb.Value) *structpb.Value { return new(objectValue).init(f) }
+
+func list(vs []*structpb.Value) *structpb.Value { return new(listValue).init(vs) }
+
+// A valueArena hands out the Values of the Peers from blocks of them, not
+// one allocation each: every Peer takes a dozen, and they all live as long
+// as the response.
+type valueArena struct {
+	strs    []strValue
+	nums    []numValue
+	objects []objectValue
+	lists   []listValue
+}
+
+// arenaBlock is how many Values of a kind a valueArena allocates at once.
+const arenaBlock = 256
+
+// next takes the next Value of a block, and allocates the next block when
+// it is used up.
+func next[T any](block *[]T) *T {
+	if len(*block) == 0 {
+		*block = make([]T, arenaBlock)
+	}
+	b := &(*block)[0]
+	*block = (*block)[1:]
+	return b
 }
 
 func stringList(ss []string) *structpb.Value {
@@ -103,6 +141,7 @@ type converter struct {
 	allowed map[*string]sized          // by the address of a slice's first element
 	// sizes are those of the Peers desiredPeer built.
 	sizes knownSizes
+	arena valueArena
 }
 
 func newConverter() *converter {
@@ -127,8 +166,8 @@ func (c *converter) sourceLabel(p *kilov1alpha1.Peer) sized {
 	if v, ok := c.sources[src]; ok {
 		return v
 	}
-	f := newSizedFields(1)
-	f.set(meshv1alpha1.LabelSourceCluster, sizedStr(src))
+	f := c.arena.fields(1)
+	f.set(meshv1alpha1.LabelSourceCluster, c.arena.str(src))
 	v := f.object()
 	c.sources[src] = v
 	return v
@@ -136,35 +175,35 @@ func (c *converter) sourceLabel(p *kilov1alpha1.Peer) sized {
 
 func (c *converter) allowedOf(ips []string) sized {
 	if len(ips) == 0 {
-		return sizedStrings(ips)
+		return c.arena.strings(ips)
 	}
 	key := &ips[0]
 	if v, ok := c.allowed[key]; ok && len(v.v.GetListValue().GetValues()) == len(ips) {
 		return v
 	}
-	v := sizedStrings(ips)
+	v := c.arena.strings(ips)
 	c.allowed[key] = v
 	return v
 }
 
 func (c *converter) peerSpec(s *kilov1alpha1.PeerSpec) sized {
-	f := newSizedFields(4)
+	f := c.arena.fields(4)
 	f.set("allowedIPs", c.allowedOf(s.AllowedIPs))
-	f.set("publicKey", sizedStr(s.PublicKey))
+	f.set("publicKey", c.arena.str(s.PublicKey))
 	if s.PersistentKeepalive > 0 {
-		f.set("persistentKeepalive", sizedNum(s.PersistentKeepalive))
+		f.set("persistentKeepalive", c.arena.num(s.PersistentKeepalive))
 	}
 	if e := s.Endpoint; e != nil {
-		host := newSizedFields(2)
+		host := c.arena.fields(2)
 		if e.DNSOrIP.IP != "" {
-			host.set("ip", sizedStr(e.DNSOrIP.IP))
+			host.set("ip", c.arena.str(e.DNSOrIP.IP))
 		}
 		if e.DNSOrIP.DNS != "" {
-			host.set("dns", sizedStr(e.DNSOrIP.DNS))
+			host.set("dns", c.arena.str(e.DNSOrIP.DNS))
 		}
-		endpoint := newSizedFields(2)
+		endpoint := c.arena.fields(2)
 		endpoint.set("dnsOrIP", host.object())
-		endpoint.set("port", sizedNum(int(e.Port)))
+		endpoint.set("port", c.arena.num(int(e.Port)))
 		f.set("endpoint", endpoint.object())
 	}
 	return f.object()
@@ -173,8 +212,8 @@ func (c *converter) peerSpec(s *kilov1alpha1.PeerSpec) sized {
 // desiredPeer is a Peer as a PeerSet or SegmentSet holds it. Its size is
 // kept: the response is sized without walking it again.
 func (c *converter) desiredPeer(p *kilov1alpha1.Peer) *structpb.Value {
-	f := newSizedFields(3)
-	f.set("name", sizedStr(p.Name))
+	f := c.arena.fields(3)
+	f.set("name", c.arena.str(p.Name))
 	f.set("labels", c.sourceLabel(p))
 	f.set("spec", c.peerSpec(&p.Spec))
 	v := f.object()

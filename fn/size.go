@@ -138,30 +138,35 @@ type sized struct {
 	n int
 }
 
-func sizedStr(s string) sized {
-	return sized{str(s), 1 + protowire.SizeBytes(len(s))}
+func (a *valueArena) str(s string) sized {
+	return sized{next(&a.strs).init(s), 1 + protowire.SizeBytes(len(s))}
 }
 
-func sizedNum(n int) sized {
-	return sized{num(n), 1 + protowire.SizeFixed64()}
+func (a *valueArena) num(n int) sized {
+	return sized{next(&a.nums).init(n), 1 + protowire.SizeFixed64()}
 }
 
-func sizedStrings(ss []string) sized {
+func (a *valueArena) strings(ss []string) sized {
+	vs := make([]*structpb.Value, len(ss))
 	n := 0
-	for _, s := range ss {
-		n += 1 + protowire.SizeBytes(1+protowire.SizeBytes(len(s)))
+	for i, s := range ss {
+		v := a.str(s)
+		vs[i] = v.v
+		n += 1 + protowire.SizeBytes(v.n)
 	}
-	return sized{stringList(ss), 1 + protowire.SizeBytes(n)}
+	return sized{next(&a.lists).init(vs), 1 + protowire.SizeBytes(n)}
 }
 
-// sizedFields are the fields of a Struct being built, and their size.
+// sizedFields are the fields of a Struct being built, each set once, and
+// their size.
 type sizedFields struct {
+	a *valueArena
 	f map[string]*structpb.Value
 	n int
 }
 
-func newSizedFields(n int) *sizedFields {
-	return &sizedFields{f: make(map[string]*structpb.Value, n)}
+func (a *valueArena) fields(n int) *sizedFields {
+	return &sizedFields{a: a, f: make(map[string]*structpb.Value, n)}
 }
 
 func (s *sizedFields) set(k string, v sized) {
@@ -171,5 +176,5 @@ func (s *sizedFields) set(k string, v sized) {
 
 // object is the Value of the Struct of these fields.
 func (s *sizedFields) object() sized {
-	return sized{object(s.f), 1 + protowire.SizeBytes(s.n)}
+	return sized{next(&s.a.objects).init(s.f), 1 + protowire.SizeBytes(s.n)}
 }

@@ -193,15 +193,17 @@ func (p *planner) buildAllowed(b *builtSegment, pods map[*node][]netip.Prefix, l
 // prefixStrings is the String of every prefix, written into one string
 // that they share: one allocation for a segment's routes, not two a route.
 func prefixStrings(prs []netip.Prefix) []string {
-	buf := make([]byte, 0, len(prs)*len("255.255.255.255/32"))
-	ends := make([]int, len(prs))
-	for i, pr := range prs {
+	// The buffers of a segment of a few routes stay on the stack.
+	var bufs [128]byte
+	var endss [8]int
+	buf, ends := bufs[:0], endss[:0]
+	for _, pr := range prs {
 		if pr.IsValid() {
 			buf = pr.AppendTo(buf)
 		} else {
 			buf = append(buf, pr.String()...) // AppendTo writes nothing for the zero Prefix
 		}
-		ends[i] = len(buf)
+		ends = append(ends, len(buf))
 	}
 	all := string(buf)
 	out := make([]string, len(prs))

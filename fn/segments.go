@@ -160,6 +160,10 @@ type namedForms struct {
 	// index is its place among their Peers.
 	common *peerForm
 	index  int
+	// firstForm is the first form, and firstArr the array forms starts
+	// in: most names have one form, which takes no allocation of its own.
+	firstForm peerForm
+	firstArr  [1]*peerForm
 }
 
 // add counts a Peer that member t receives in its form, and returns the
@@ -172,7 +176,13 @@ func (n *namedForms) add(p *kilov1alpha1.Peer, t int) *peerForm {
 			return f
 		}
 	}
-	f := &peerForm{peer: p, count: 1, first: t, named: n}
+	f := &n.firstForm
+	if len(n.forms) == 0 {
+		n.forms = n.firstArr[:0]
+	} else {
+		f = &peerForm{}
+	}
+	*f = peerForm{peer: p, count: 1, first: t, named: n}
 	n.forms = append(n.forms, f)
 	return f
 }

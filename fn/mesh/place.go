@@ -311,6 +311,9 @@ func (p *planner) checkNATKeepalive(s *segment, target string, learned Endpoint)
 // the target dials, and the routes of Peers the mesh does not own. Most
 // Peers drop nothing and share the segment's slice.
 func (p *planner) allowedFor(b *builtSegment, t *target, endpoint *Endpoint, anchor []netip.Prefix) []string {
+	if len(anchor) == 0 && keepsAll(b, t, endpoint) {
+		return b.strs
+	}
 	drop := drops{of: len(b.allowed)}
 	for _, h := range b.hosts {
 		if endpoint != nil && endpoint.IP == h.addr {
@@ -356,6 +359,27 @@ func (p *planner) allowedFor(b *builtSegment, t *target, endpoint *Endpoint, anc
 		}
 	}
 	return append(out, extra...)
+}
+
+// keepsAll tells whether a segment's Peer keeps every route in a target,
+// as most do: no route is the endpoint it dials or an internal address
+// the target uses, and no foreign Peer can be in the way of one. It
+// decides what allowedFor would, without its bookkeeping, which a large
+// mesh paid for every Peer.
+func keepsAll(b *builtSegment, t *target, endpoint *Endpoint) bool {
+	if t.incomplete != "" || len(t.routeList) > 0 {
+		return false
+	}
+	for i := range b.hosts {
+		h := &b.hosts[i]
+		if endpoint != nil && endpoint.IP == h.addr {
+			return false
+		}
+		if _, ok := h.usedIn(t.sc); ok {
+			return false
+		}
+	}
+	return true
 }
 
 // drops are the routes of a segment that one Peer leaves out, by index. It

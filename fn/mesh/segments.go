@@ -532,12 +532,27 @@ type keyHolder struct {
 // every holder is skipped: a key copied from another node must never
 // displace the real node, nor win by the order of names.
 func dedupeKeys(clusters []*sourceCluster, peerName func(*node) string, delivered map[[kilov1alpha1.KeyLen]byte]map[string]bool) {
+	// Keys are counted first: only the few that two hold are gathered.
+	ids := make([][]*node, len(clusters))
+	all := 0
+	for i, sc := range clusters {
+		ids[i] = sc.identities()
+		all += len(ids[i])
+	}
+	count := make(map[[kilov1alpha1.KeyLen]byte]int, all)
+	for _, nodes := range ids {
+		for _, n := range nodes {
+			if n.key != ([kilov1alpha1.KeyLen]byte{}) { // no key, or one Kilo reads as none
+				count[n.key]++
+			}
+		}
+	}
 	byKey := map[[kilov1alpha1.KeyLen]byte][]keyHolder{}
 	var keys [][kilov1alpha1.KeyLen]byte
-	for _, sc := range clusters {
-		for _, n := range sc.identities() {
-			if n.key == ([kilov1alpha1.KeyLen]byte{}) {
-				continue // no key, or one Kilo reads as none
+	for _, nodes := range ids {
+		for _, n := range nodes {
+			if n.key == ([kilov1alpha1.KeyLen]byte{}) || count[n.key] < 2 {
+				continue
 			}
 			if _, ok := byKey[n.key]; !ok {
 				keys = append(keys, n.key)

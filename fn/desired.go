@@ -73,8 +73,6 @@ func (b *listValue) init(vs []*structpb.Value) *structpb.Value {
 
 func str(s string) *structpb.Value { return new(strValue).init(s) }
 
-func num(n int) *structpb.Value { return new(numValue).init(n) }
-
 func object(f map[string]*structpb.Value) *structpb.Value { return new(objectValue).init(f) }
 
 func list(vs []*structpb.Value) *structpb.Value { return new(listValue).init(vs) }

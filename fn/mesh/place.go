@@ -220,17 +220,7 @@ func (p *planner) placeSource(peers []*kilov1alpha1.Peer, t *target, sc *sourceC
 		if len(allowed) == 0 {
 			continue // every route is someone else's: the conflicts say so
 		}
-		var peer *kilov1alpha1.Peer
-		if peerEndpoint == b.endpoint && sameSlice(allowed, b.strs) {
-			// The segment's own Peer, which most targets receive: made
-			// once and shared by all of them.
-			if b.peer == nil {
-				b.peer = b.newPeer(b.strs, b.endpoint)
-			}
-			peer = b.peer
-		} else {
-			peer = b.newPeer(allowed, peerEndpoint)
-		}
+		peer := b.peerWith(allowed, peerEndpoint)
 		peers = append(peers, peer)
 		if !p.invalid && !p.passes(b, peer) {
 			p.invalid = true
@@ -241,6 +231,19 @@ func (p *planner) placeSource(peers []*kilov1alpha1.Peer, t *target, sc *sourceC
 		p.placed[sc.spec.Name] += placed
 	}
 	return peers
+}
+
+// peerWith is the Peer of a segment with these routes and endpoint. The
+// segment's own Peer, which most targets receive, is made once and shared
+// by all of them.
+func (b *builtSegment) peerWith(allowed []string, endpoint *kilov1alpha1.PeerEndpoint) *kilov1alpha1.Peer {
+	if endpoint != b.endpoint || !sameSlice(allowed, b.strs) {
+		return b.newPeer(allowed, endpoint)
+	}
+	if b.peer == nil {
+		b.peer = b.newPeer(b.strs, b.endpoint)
+	}
+	return b.peer
 }
 
 // newPeer is the Peer of a segment with these routes and endpoint.

@@ -532,7 +532,32 @@ type keyHolder struct {
 // every holder is skipped: a key copied from another node must never
 // displace the real node, nor win by the order of names.
 func dedupeKeys(clusters []*sourceCluster, peerName func(*node) string, delivered map[[kilov1alpha1.KeyLen]byte]map[string]bool) {
-	// Keys are counted first: only the few that two hold are gathered.
+	keys, byKey := sharedKeys(clusters, peerName)
+	for _, k := range keys {
+		holders := byKey[k]
+		var incumbent *keyHolder
+		for i := range holders {
+			if delivered[k][holders[i].name] {
+				if incumbent != nil {
+					incumbent = nil // two claim it: none is trusted
+					break
+				}
+				incumbent = &holders[i]
+			}
+		}
+		for _, h := range holders {
+			if incumbent != nil && h.n == incumbent.n {
+				continue
+			}
+			h.n.skipf(ReasonNodeKeyDuplicate, "public key is also used by %s", otherHolders(holders, h.n, incumbent))
+		}
+	}
+}
+
+// sharedKeys gathers the holders of every key that two identities of the
+// mesh hold, keys in the order first held. Keys are counted first: only
+// the few shared ones are gathered.
+func sharedKeys(clusters []*sourceCluster, peerName func(*node) string) ([][kilov1alpha1.KeyLen]byte, map[[kilov1alpha1.KeyLen]byte][]keyHolder) {
 	ids := make([][]*node, len(clusters))
 	all := 0
 	for i, sc := range clusters {
@@ -560,28 +585,7 @@ func dedupeKeys(clusters []*sourceCluster, peerName func(*node) string, delivere
 			byKey[n.key] = append(byKey[n.key], keyHolder{n: n, name: peerName(n)})
 		}
 	}
-	for _, k := range keys {
-		holders := byKey[k]
-		if len(holders) < 2 {
-			continue
-		}
-		var incumbent *keyHolder
-		for i := range holders {
-			if delivered[k][holders[i].name] {
-				if incumbent != nil {
-					incumbent = nil // two claim it: none is trusted
-					break
-				}
-				incumbent = &holders[i]
-			}
-		}
-		for _, h := range holders {
-			if incumbent != nil && h.n == incumbent.n {
-				continue
-			}
-			h.n.skipf(ReasonNodeKeyDuplicate, "public key is also used by %s", otherHolders(holders, h.n, incumbent))
-		}
-	}
+	return keys, byKey
 }
 
 // otherHolders names the other nodes that use a key, and who keeps it.

@@ -30,7 +30,7 @@ const maxMemberMessage = 1024
 type deliverer interface {
 	// compose adds to desired the resources that hold the Peers of target
 	// c, sorted by name.
-	compose(cp *composition, c meshv1alpha1.Cluster, peers []kilov1alpha1.Peer) error
+	compose(cp *composition, c meshv1alpha1.Cluster, peers []*kilov1alpha1.Peer) error
 	// target says which member an observed composed resource writes into,
 	// and false when the resource is not of this deliverer's kind.
 	target(name string, s *structpb.Struct) (string, bool)
@@ -125,7 +125,7 @@ func keepUnobserved(x *xrMesh, o *observed, plan *mesh.Plan) {
 		for k, v := range owned {
 			labels[k] = v
 		}
-		plan.Peers[p.target] = append(plan.Peers[p.target], kilov1alpha1.Peer{
+		plan.PeerRefs[p.target] = append(plan.PeerRefs[p.target], &kilov1alpha1.Peer{
 			TypeMeta:   metav1.TypeMeta{APIVersion: kilov1alpha1.APIVersion, Kind: kilov1alpha1.Kind},
 			ObjectMeta: metav1.ObjectMeta{Name: p.name, Labels: labels},
 			Spec:       p.spec,
@@ -133,8 +133,8 @@ func keepUnobserved(x *xrMesh, o *observed, plan *mesh.Plan) {
 		plan.Status.Clusters[members[p.source]].Peers++
 		plan.Status.PeerCount++
 	}
-	for target := range plan.Peers {
-		peers := plan.Peers[target]
+	for target := range plan.PeerRefs {
+		peers := plan.PeerRefs[target]
 		if !sortedByName(peers) { // the planner's are: only kept Peers are not
 			sort.SliceStable(peers, func(i, j int) bool { return peers[i].Name < peers[j].Name })
 		}
@@ -143,7 +143,7 @@ func keepUnobserved(x *xrMesh, o *observed, plan *mesh.Plan) {
 
 // sortedByName tells whether sorting Peers by name would leave them as they
 // are.
-func sortedByName(peers []kilov1alpha1.Peer) bool {
+func sortedByName(peers []*kilov1alpha1.Peer) bool {
 	for i := 1; i < len(peers); i++ {
 		if peers[i].Name < peers[i-1].Name {
 			return false

@@ -23,46 +23,82 @@ import (
 // the Struct or ListValue it holds), once instead of two or three times:
 // they live and die together, and a large mesh makes hundreds of thousands.
 
-func str(s string) *structpb.Value {
-	b := &struct {
-		v structpb.Value
-		k structpb.Value_StringValue
-	}{k: structpb.Value_StringValue{StringValue: s}}
+type strValue struct {
+	v structpb.Value
+	k structpb.Value_StringValue
+}
+
+func (b *strValue) init(s string) *structpb.Value {
+	b.k.StringValue = s
 	b.v.Kind = &b.k
 	return &b.v
 }
 
-func num(n int) *structpb.Value {
-	b := &struct {
-		v structpb.Value
-		k structpb.Value_NumberValue
-	}{k: structpb.Value_NumberValue{NumberValue: float64(n)}}
+type numValue struct {
+	v structpb.Value
+	k structpb.Value_NumberValue
+}
+
+func (b *numValue) init(n int) *structpb.Value {
+	b.k.NumberValue = float64(n)
 	b.v.Kind = &b.k
 	return &b.v
 }
 
-func object(f map[string]*structpb.Value) *structpb.Value {
-	b := &struct {
-		v structpb.Value
-		k structpb.Value_StructValue
-		s structpb.Struct
-	}{}
+type objectValue struct {
+	v structpb.Value
+	k structpb.Value_StructValue
+	s structpb.Struct
+}
+
+func (b *objectValue) init(f map[string]*structpb.Value) *structpb.Value {
 	b.s.Fields = f
 	b.k.StructValue = &b.s
 	b.v.Kind = &b.k
 	return &b.v
 }
 
-func list(vs []*structpb.Value) *structpb.Value {
-	b := &struct {
-		v structpb.Value
-		k structpb.Value_ListValue
-		l structpb.ListValue
-	}{}
+type listValue struct {
+	v structpb.Value
+	k structpb.Value_ListValue
+	l structpb.ListValue
+}
+
+func (b *listValue) init(vs []*structpb.Value) *structpb.Value {
 	b.l.Values = vs
 	b.k.ListValue = &b.l
 	b.v.Kind = &b.k
 	return &b.v
+}
+
+func str(s string) *structpb.Value { return new(strValue).init(s) }
+
+func object(f map[string]*structpb.Value) *structpb.Value { return new(objectValue).init(f) }
+
+func list(vs []*structpb.Value) *structpb.Value { return new(listValue).init(vs) }
+
+// A valueArena hands out the Values of the Peers from blocks of them, not
+// one allocation each: every Peer takes a dozen, and they all live as long
+// as the response.
+type valueArena struct {
+	strs    []strValue
+	nums    []numValue
+	objects []objectValue
+	lists   []listValue
+}
+
+// arenaBlock is how many Values of a kind a valueArena allocates at once.
+const arenaBlock = 256
+
+// next takes the next Value of a block, and allocates the next block when
+// it is used up.
+func next[T any](block *[]T) *T {
+	if len(*block) == 0 {
+		*block = make([]T, arenaBlock)
+	}
+	b := &(*block)[0]
+	*block = (*block)[1:]
+	return b
 }
 
 func stringList(ss []string) *structpb.Value {
@@ -98,13 +134,16 @@ func toValue(v any) (*structpb.Value, error) {
 // the labels of a source cluster and the allowedIPs a segment has in most
 // targets.
 type converter struct {
-	labels  map[string]*structpb.Value  // by source cluster
-	sources map[string]*structpb.Value  // by source cluster
-	allowed map[*string]*structpb.Value // by the address of a slice's first element
+	labels  map[string]*structpb.Value // by source cluster
+	sources map[string]sized           // by source cluster
+	allowed map[*string]sized          // by the address of a slice's first element
+	// sizes are those of the Peers desiredPeer built.
+	sizes knownSizes
+	arena valueArena
 }
 
 func newConverter() *converter {
-	return &converter{labels: map[string]*structpb.Value{}, sources: map[string]*structpb.Value{}, allowed: map[*string]*structpb.Value{}}
+	return &converter{labels: map[string]*structpb.Value{}, sources: map[string]sized{}, allowed: map[*string]sized{}, sizes: knownSizes{}}
 }
 
 // labelsOf converts the labels of a Peer; every Peer of a source cluster
@@ -120,57 +159,64 @@ func (c *converter) labelsOf(p *kilov1alpha1.Peer) *structpb.Value {
 }
 
 // sourceLabel is the one label of a Peer that is not its PeerSet's selector.
-func (c *converter) sourceLabel(p *kilov1alpha1.Peer) *structpb.Value {
+func (c *converter) sourceLabel(p *kilov1alpha1.Peer) sized {
 	src := p.Labels[meshv1alpha1.LabelSourceCluster]
 	if v, ok := c.sources[src]; ok {
 		return v
 	}
-	v := stringMap(map[string]string{meshv1alpha1.LabelSourceCluster: src})
+	f := c.arena.fields(1)
+	f.set(meshv1alpha1.LabelSourceCluster, c.arena.str(src))
+	v := f.object()
 	c.sources[src] = v
 	return v
 }
 
-func (c *converter) allowedOf(ips []string) *structpb.Value {
+func (c *converter) allowedOf(ips []string) sized {
 	if len(ips) == 0 {
-		return stringList(ips)
+		return c.arena.strings(ips)
 	}
 	key := &ips[0]
-	if v, ok := c.allowed[key]; ok && len(v.GetListValue().GetValues()) == len(ips) {
+	if v, ok := c.allowed[key]; ok && len(v.v.GetListValue().GetValues()) == len(ips) {
 		return v
 	}
-	v := stringList(ips)
+	v := c.arena.strings(ips)
 	c.allowed[key] = v
 	return v
 }
 
-func (c *converter) peerSpec(s *kilov1alpha1.PeerSpec) *structpb.Value {
-	f := map[string]*structpb.Value{
-		"allowedIPs": c.allowedOf(s.AllowedIPs),
-		"publicKey":  str(s.PublicKey),
-	}
+func (c *converter) peerSpec(s *kilov1alpha1.PeerSpec) sized {
+	f := c.arena.fields(4)
+	f.set("allowedIPs", c.allowedOf(s.AllowedIPs))
+	f.set("publicKey", c.arena.str(s.PublicKey))
 	if s.PersistentKeepalive > 0 {
-		f["persistentKeepalive"] = num(s.PersistentKeepalive)
+		f.set("persistentKeepalive", c.arena.num(s.PersistentKeepalive))
 	}
 	if e := s.Endpoint; e != nil {
-		host := map[string]*structpb.Value{}
+		host := c.arena.fields(2)
 		if e.DNSOrIP.IP != "" {
-			host["ip"] = str(e.DNSOrIP.IP)
+			host.set("ip", c.arena.str(e.DNSOrIP.IP))
 		}
 		if e.DNSOrIP.DNS != "" {
-			host["dns"] = str(e.DNSOrIP.DNS)
+			host.set("dns", c.arena.str(e.DNSOrIP.DNS))
 		}
-		f["endpoint"] = object(map[string]*structpb.Value{"dnsOrIP": object(host), "port": num(int(e.Port))})
+		endpoint := c.arena.fields(2)
+		endpoint.set("dnsOrIP", host.object())
+		endpoint.set("port", c.arena.num(int(e.Port)))
+		f.set("endpoint", endpoint.object())
 	}
-	return object(f)
+	return f.object()
 }
 
-// desiredPeer is a Peer as a PeerSet or SegmentSet holds it.
+// desiredPeer is a Peer as a PeerSet or SegmentSet holds it. Its size is
+// kept: the response is sized without walking it again.
 func (c *converter) desiredPeer(p *kilov1alpha1.Peer) *structpb.Value {
-	return object(map[string]*structpb.Value{
-		"name":   str(p.Name),
-		"labels": c.sourceLabel(p),
-		"spec":   c.peerSpec(&p.Spec),
-	})
+	f := c.arena.fields(3)
+	f.set("name", c.arena.str(p.Name))
+	f.set("labels", c.sourceLabel(p))
+	f.set("spec", c.peerSpec(&p.Spec))
+	v := f.object()
+	c.sizes[v.v] = v.n
+	return v.v
 }
 
 func (c *converter) peer(p *kilov1alpha1.Peer) *structpb.Value {
@@ -178,7 +224,7 @@ func (c *converter) peer(p *kilov1alpha1.Peer) *structpb.Value {
 		"apiVersion": str(kilov1alpha1.APIVersion),
 		"kind":       str(kilov1alpha1.Kind),
 		"metadata":   object(map[string]*structpb.Value{"name": str(p.Name), "labels": c.labelsOf(p)}),
-		"spec":       c.peerSpec(&p.Spec),
+		"spec":       c.peerSpec(&p.Spec).v,
 	})
 }
 
@@ -222,8 +268,9 @@ func (cp *composition) put(name string, s *structpb.Struct) {
 }
 
 // compose writes the desired composed resources of a planned mesh: one
-// NodeInventory per member, and its Peers as its delivery writes them.
-func compose(rsp *fnv1.RunFunctionResponse, x *xrMesh, o *observed, plan *mesh.Plan, maxPeerSet, threshold int) error {
+// NodeInventory per member, and its Peers as its delivery writes them. It
+// returns the sizes of the Values it added up as it built them.
+func compose(rsp *fnv1.RunFunctionResponse, x *xrMesh, o *observed, plan *mesh.Plan, maxPeerSet, threshold int) (knownSizes, error) {
 	if maxPeerSet == 0 {
 		maxPeerSet = maxPeerSetBytes
 	}
@@ -238,10 +285,10 @@ func compose(rsp *fnv1.RunFunctionResponse, x *xrMesh, o *observed, plan *mesh.P
 	keepUnobserved(x, o, plan)
 	d := delivererOf(x)
 	handOver(cp, x, d)
-	if _, ok := d.(peerSetDelivery); ok && useShared(o, plan.Peers, threshold) {
-		sf, err := share(x, plan.Peers)
+	if _, ok := d.(peerSetDelivery); ok && useShared(o, plan.PeerRefs, threshold) {
+		sf, err := share(x, plan.PeerRefs)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		cp.shared = sf
 		composeSegments(cp, sf)
@@ -251,7 +298,7 @@ func compose(rsp *fnv1.RunFunctionResponse, x *xrMesh, o *observed, plan *mesh.P
 		if c.NodeSelector != nil {
 			sel, err := toValue(c.NodeSelector)
 			if err != nil {
-				return errors.Wrapf(err, "cannot convert the nodeSelector of cluster %s", c.Name)
+				return nil, errors.Wrapf(err, "cannot convert the nodeSelector of cluster %s", c.Name)
 			}
 			params["nodeSelector"] = sel
 		}
@@ -267,8 +314,8 @@ func compose(rsp *fnv1.RunFunctionResponse, x *xrMesh, o *observed, plan *mesh.P
 				"forProvider":       object(params),
 			}),
 		}})
-		if err := d.compose(cp, c, plan.Peers[c.Name]); err != nil {
-			return err
+		if err := d.compose(cp, c, plan.PeerRefs[c.Name]); err != nil {
+			return nil, err
 		}
 	}
 	composeServices(cp, x)
@@ -279,7 +326,7 @@ func compose(rsp *fnv1.RunFunctionResponse, x *xrMesh, o *observed, plan *mesh.P
 		rsp.Desired = &fnv1.State{}
 	}
 	rsp.Desired.Resources = cp.desired
-	return nil
+	return cp.conv.sizes, nil
 }
 
 // holdRefused keeps the delivery resources of every member whose

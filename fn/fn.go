@@ -110,6 +110,7 @@ func (f *Function) run(req *fnv1.RunFunctionRequest) (*fnv1.RunFunctionResponse,
 		Observations: obs.inventories,
 		Others:       others,
 		Delivered:    delivered(obs.composed),
+		PeerRefs:     true,
 	})
 	var invalid *mesh.InvalidSpecError
 	var overlap *mesh.OverlapError
@@ -131,7 +132,8 @@ func (f *Function) run(req *fnv1.RunFunctionRequest) (*fnv1.RunFunctionResponse,
 		return rsp, resultError, 0
 	}
 
-	if err := compose(rsp, xr, obs, plan, f.maxPeerSet, threshold); err != nil {
+	sizes, err := compose(rsp, xr, obs, plan, f.maxPeerSet, threshold)
+	if err != nil {
 		response.Fatal(rsp, errors.Wrap(err, errCompose))
 		return rsp, resultError, 0
 	}
@@ -148,7 +150,7 @@ func (f *Function) run(req *fnv1.RunFunctionRequest) (*fnv1.RunFunctionResponse,
 	if f.maxResponse > 0 {
 		limit = f.maxResponse
 	}
-	n := responseSize(rsp)
+	n := sizes.response(rsp)
 	if n > limit {
 		hint := hintUsePeerSet
 		if xr.delivery() == deliveryPeerSet {

@@ -24,17 +24,17 @@ const labelTargetCluster = "kilomesh.io/target-cluster"
 // peer-<target>-<peer>.
 type objectDelivery struct{}
 
-func (objectDelivery) compose(cp *composition, c meshv1alpha1.Cluster, peers []kilov1alpha1.Peer) error {
+func (objectDelivery) compose(cp *composition, c meshv1alpha1.Cluster, peers []*kilov1alpha1.Peer) error {
 	ref := providerConfigRef(c.ProviderConfigRef)
 	target := object(map[string]*structpb.Value{labelTargetCluster: str(c.Name)})
-	for i := range peers {
-		cp.put(prefixPeer+c.Name+"-"+peers[i].Name, &structpb.Struct{Fields: map[string]*structpb.Value{
+	for _, peer := range peers {
+		cp.put(prefixPeer+c.Name+"-"+peer.Name, &structpb.Struct{Fields: map[string]*structpb.Value{
 			"apiVersion": str(objectAPIVersion),
 			"kind":       str(objectKind),
 			"metadata":   object(map[string]*structpb.Value{"labels": target}),
 			"spec": object(map[string]*structpb.Value{
 				"providerConfigRef": ref,
-				"forProvider":       object(map[string]*structpb.Value{"manifest": cp.conv.peer(&peers[i])}),
+				"forProvider":       object(map[string]*structpb.Value{"manifest": cp.conv.peer(peer)}),
 			}),
 		}})
 	}

@@ -29,7 +29,7 @@ type peerSetDelivery struct{}
 // shared form, references to the SegmentSets of the other members with
 // what the target holds otherwise. The PeerSet adds its selector labels to
 // every Peer; each Peer carries only the label that is its own.
-func (peerSetDelivery) compose(cp *composition, c meshv1alpha1.Cluster, peers []kilov1alpha1.Peer) error {
+func (peerSetDelivery) compose(cp *composition, c meshv1alpha1.Cluster, peers []*kilov1alpha1.Peer) error {
 	params := map[string]*structpb.Value{"selector": cp.owned}
 	var measured *structpb.Value
 	count := len(peers)
@@ -49,8 +49,8 @@ func (peerSetDelivery) compose(cp *composition, c meshv1alpha1.Cluster, peers []
 		count = len(inline.GetListValue().GetValues())
 	} else {
 		items := make([]*structpb.Value, len(peers))
-		for i := range peers {
-			items[i] = cp.conv.desiredPeer(&peers[i])
+		for i, peer := range peers {
+			items[i] = cp.conv.desiredPeer(peer)
 		}
 		measured = list(items)
 		setList(params, "peers", measured)
@@ -97,8 +97,9 @@ func (peerSetDelivery) composed(segs map[string]*kubev1alpha1.SegmentSet, name s
 	target := strings.TrimPrefix(name, prefixPeerSet)
 	fp := get(s, "spec", "forProvider")
 	params := kubev1alpha1.PeerSetParameters{}
+	labels := sourceLabels{}
 	for _, item := range get(fp.GetStructValue(), "peers").GetListValue().GetValues() {
-		params.Peers = append(params.Peers, desiredPeerOf(item.GetStructValue()))
+		params.Peers = append(params.Peers, desiredPeerOf(item.GetStructValue(), labels))
 	}
 	for _, ref := range get(fp.GetStructValue(), "segmentSetRefs").GetListValue().GetValues() {
 		r := kubev1alpha1.SegmentSetReference{Name: get(ref.GetStructValue(), "name").GetStringValue()}

@@ -103,15 +103,15 @@ func shareAbove(x *xrMesh, fnDefault int) (int, error) {
 // their Peers inline would take more than the threshold. A mesh that
 // already shares goes back inline only below half of it, so that a mesh
 // near the threshold does not switch at every node.
-func useShared(o *observed, peers map[string][]kilov1alpha1.Peer, threshold int) bool {
+func useShared(o *observed, peers map[string][]*kilov1alpha1.Peer, threshold int) bool {
 	limit := threshold
 	if len(sortedNames(o, prefixSegments)) > 0 {
 		limit = threshold / 2
 	}
 	total := 0
 	for _, ps := range peers {
-		for i := range ps {
-			if total += peerBytes(&ps[i]); total > limit {
+		for _, p := range ps {
+			if total += peerBytes(p); total > limit {
 				return true // a large mesh needs not be counted whole
 			}
 		}
@@ -139,7 +139,7 @@ type sharedForm struct {
 	size int
 	// peers are the Peers of each member the form was made of, and formsOf
 	// the form of each of them, in the same order.
-	peers   map[string][]kilov1alpha1.Peer
+	peers   map[string][]*kilov1alpha1.Peer
 	formsOf map[string][]*peerForm
 }
 
@@ -160,6 +160,10 @@ type namedForms struct {
 	// index is its place among their Peers.
 	common *peerForm
 	index  int
+	// firstForm is the first form, and firstArr the array forms starts
+	// in: most names have one form, which takes no allocation of its own.
+	firstForm peerForm
+	firstArr  [1]*peerForm
 }
 
 // add counts a Peer that member t receives in its form, and returns the
@@ -172,7 +176,13 @@ func (n *namedForms) add(p *kilov1alpha1.Peer, t int) *peerForm {
 			return f
 		}
 	}
-	f := &peerForm{peer: p, count: 1, first: t, named: n}
+	f := &n.firstForm
+	if len(n.forms) == 0 {
+		n.forms = n.firstArr[:0]
+	} else {
+		f = &peerForm{}
+	}
+	*f = peerForm{peer: p, count: 1, first: t, named: n}
 	n.forms = append(n.forms, f)
 	return f
 }
@@ -208,6 +218,9 @@ func formOf(p *kilov1alpha1.Peer) string {
 // formOf(b), building neither when the fields formOf writes are equal, as
 // they are for the Peer of a segment in most members.
 func sameForm(a, b *kilov1alpha1.Peer) bool {
+	if a == b {
+		return true // the planner shares the Peer most members receive
+	}
 	sa, sb := &a.Spec, &b.Spec
 	ea, eb := sa.Endpoint, sb.Endpoint
 	if sa.PublicKey == sb.PublicKey && sa.PresharedKey == sb.PresharedKey &&
@@ -238,19 +251,19 @@ func sameSource(a, b *kilov1alpha1.Peer) bool {
 // same form, its most common form (of equally common ones, the form of the
 // member listed first), and spreads those Peers of each source cluster
 // over its SegmentSets.
-func share(x *xrMesh, peers map[string][]kilov1alpha1.Peer) (*sharedForm, error) {
+func share(x *xrMesh, peers map[string][]*kilov1alpha1.Peer) (*sharedForm, error) {
 	sf := &sharedForm{chunks: map[string][]*segmentChunk{}, peers: peers, formsOf: make(map[string][]*peerForm, len(x.Spec.Clusters))}
 	byName := map[string]*namedForms{}
 	for t, c := range x.Spec.Clusters {
 		ps := peers[c.Name]
 		formsOf := make([]*peerForm, len(ps))
-		for i := range ps {
-			named := byName[ps[i].Name]
+		for i, p := range ps {
+			named := byName[p.Name]
 			if named == nil {
 				named = &namedForms{}
-				byName[ps[i].Name] = named
+				byName[p.Name] = named
 			}
-			formsOf[i] = named.add(&ps[i], t)
+			formsOf[i] = named.add(p, t)
 		}
 		sf.formsOf[c.Name] = formsOf
 	}
@@ -365,7 +378,7 @@ func sharedPeerSet(cp *composition, target string) (refs, inline *structpb.Value
 			held[named.index] = true
 		}
 		if f != named.common {
-			own = append(own, cp.conv.desiredPeer(&peers[i]))
+			own = append(own, cp.conv.desiredPeer(peers[i]))
 		}
 	}
 	var rs []*structpb.Value
@@ -458,6 +471,7 @@ func keepReferenced(cp *composition) {
 // once, for every PeerSet that references it.
 func segmentIndex(o map[string]*fnv1.Resource) map[string]*kubev1alpha1.SegmentSet {
 	out := map[string]*kubev1alpha1.SegmentSet{}
+	labels := sourceLabels{}
 	for name, r := range o {
 		if !isSegments(name) {
 			continue
@@ -465,22 +479,38 @@ func segmentIndex(o map[string]*fnv1.Resource) map[string]*kubev1alpha1.SegmentS
 		s := r.GetResource()
 		set := &kubev1alpha1.SegmentSet{}
 		set.Name = get(s, "metadata", "name").GetStringValue()
-		for _, item := range get(s, "spec", "peers").GetListValue().GetValues() {
-			set.Spec.Peers = append(set.Spec.Peers, desiredPeerOf(item.GetStructValue()))
+		if items := get(s, "spec", "peers").GetListValue().GetValues(); len(items) > 0 {
+			set.Spec.Peers = make([]kubev1alpha1.DesiredPeer, len(items))
+			for i, item := range items {
+				set.Spec.Peers[i] = desiredPeerOf(item.GetStructValue(), labels)
+			}
 		}
 		out[set.Name] = set
 	}
 	return out
 }
 
+// sourceLabels are the labels of the Peers read from one source cluster,
+// by source: the Peers of a source share them, as nothing writes them.
+type sourceLabels map[string]map[string]string
+
+func (s sourceLabels) of(src string) map[string]string {
+	m, ok := s[src]
+	if !ok {
+		m = map[string]string{meshv1alpha1.LabelSourceCluster: src}
+		s[src] = m
+	}
+	return m
+}
+
 // desiredPeerOf reads an entry of a PeerSet or SegmentSet, field by field:
 // a large mesh reads thousands, and a detour through JSON would cost more
 // than the planning. A field of the wrong type reads as empty: these are
 // the function's own writes, and a broken one routes nothing.
-func desiredPeerOf(i *structpb.Struct) kubev1alpha1.DesiredPeer {
+func desiredPeerOf(i *structpb.Struct, labels sourceLabels) kubev1alpha1.DesiredPeer {
 	d := kubev1alpha1.DesiredPeer{
 		Name:   get(i, "name").GetStringValue(),
-		Labels: map[string]string{meshv1alpha1.LabelSourceCluster: get(i, "labels", meshv1alpha1.LabelSourceCluster).GetStringValue()},
+		Labels: labels.of(get(i, "labels", meshv1alpha1.LabelSourceCluster).GetStringValue()),
 	}
 	spec := get(i, "spec").GetStructValue()
 	ips := get(spec, "allowedIPs").GetListValue().GetValues()

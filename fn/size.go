@@ -17,6 +17,16 @@ import (
 // message, unknown fields included; TestResponseSize holds them to
 // proto.Size.
 func responseSize(rsp *fnv1.RunFunctionResponse) int {
+	return knownSizes(nil).response(rsp)
+}
+
+// knownSizes are the sizes of Values that were added up as they were built
+// (see sized): the walk skips them. A large mesh's Peers are most of its
+// response, and walking them again took a tenth of the call.
+type knownSizes map[*structpb.Value]int
+
+// response is responseSize.
+func (known knownSizes) response(rsp *fnv1.RunFunctionResponse) int {
 	d := rsp.GetDesired()
 	if len(d.GetResources()) == 0 {
 		return proto.Size(rsp)
@@ -27,7 +37,7 @@ func responseSize(rsp *fnv1.RunFunctionResponse) int {
 	d.Resources = nil
 	rest, state := proto.Size(rsp), proto.Size(d)
 	d.Resources = resources
-	with := state + sizeResourceMap(resources)
+	with := state + known.resourceMap(resources)
 	// The State is a field of the response: its length prefix grows too.
 	return rest + with - state + protowire.SizeVarint(uint64(with)) - protowire.SizeVarint(uint64(state))
 }
@@ -39,24 +49,24 @@ func sizeMapEntry(n, v int) int {
 	return 1 + protowire.SizeBytes(1+protowire.SizeBytes(n)+1+protowire.SizeBytes(v))
 }
 
-// sizeResourceMap sizes State.resources (field 2).
-func sizeResourceMap(m map[string]*fnv1.Resource) int {
+// resourceMap sizes State.resources (field 2).
+func (known knownSizes) resourceMap(m map[string]*fnv1.Resource) int {
 	n := 0
 	for k, r := range m {
-		n += sizeMapEntry(len(k), sizeResource(r))
+		n += sizeMapEntry(len(k), known.resource(r))
 	}
 	return n
 }
 
-// sizeResource sizes a Resource: resource (1), connection_details (2),
-// ready (3).
-func sizeResource(r *fnv1.Resource) int {
+// resource sizes a Resource: resource (1), connection_details (2), ready
+// (3).
+func (known knownSizes) resource(r *fnv1.Resource) int {
 	if r == nil {
 		return 0
 	}
 	n := len(r.ProtoReflect().GetUnknown())
 	if r.Resource != nil {
-		n += 1 + protowire.SizeBytes(sizeStruct(r.Resource))
+		n += 1 + protowire.SizeBytes(known.structure(r.Resource))
 	}
 	for k, v := range r.ConnectionDetails {
 		n += sizeMapEntry(len(k), len(v))
@@ -67,23 +77,26 @@ func sizeResource(r *fnv1.Resource) int {
 	return n
 }
 
-// sizeStruct sizes a Struct: fields (1).
-func sizeStruct(s *structpb.Struct) int {
+// structure sizes a Struct: fields (1).
+func (known knownSizes) structure(s *structpb.Struct) int {
 	if s == nil {
 		return 0
 	}
 	n := len(s.ProtoReflect().GetUnknown())
 	for k, v := range s.Fields {
-		n += sizeMapEntry(len(k), sizeValue(v))
+		n += sizeMapEntry(len(k), known.value(v))
 	}
 	return n
 }
 
-// sizeValue sizes a Value: one field of its oneof kind, written even when
-// it holds its zero value.
-func sizeValue(v *structpb.Value) int {
+// value sizes a Value: one field of its oneof kind, written even when it
+// holds its zero value.
+func (known knownSizes) value(v *structpb.Value) int {
 	if v == nil {
 		return 0
+	}
+	if n, ok := known[v]; ok {
+		return n
 	}
 	n := len(v.ProtoReflect().GetUnknown())
 	if v.Kind == nil || reflect.ValueOf(v.Kind).IsNil() {
@@ -99,21 +112,69 @@ func sizeValue(v *structpb.Value) int {
 	case *structpb.Value_BoolValue:
 		n += 1 + protowire.SizeVarint(protowire.EncodeBool(k.BoolValue))
 	case *structpb.Value_StructValue:
-		n += 1 + protowire.SizeBytes(sizeStruct(k.StructValue))
+		n += 1 + protowire.SizeBytes(known.structure(k.StructValue))
 	case *structpb.Value_ListValue:
-		n += 1 + protowire.SizeBytes(sizeList(k.ListValue))
+		n += 1 + protowire.SizeBytes(known.list(k.ListValue))
 	}
 	return n
 }
 
-// sizeList sizes a ListValue: values (1).
-func sizeList(l *structpb.ListValue) int {
+// list sizes a ListValue: values (1).
+func (known knownSizes) list(l *structpb.ListValue) int {
 	if l == nil {
 		return 0
 	}
 	n := len(l.ProtoReflect().GetUnknown())
 	for _, v := range l.Values {
-		n += 1 + protowire.SizeBytes(sizeValue(v))
+		n += 1 + protowire.SizeBytes(known.value(v))
 	}
 	return n
+}
+
+// A sized is a Value built here with its size, added up as it was built:
+// it has no unknown fields, and nothing changes it once built.
+type sized struct {
+	v *structpb.Value
+	n int
+}
+
+func (a *valueArena) str(s string) sized {
+	return sized{next(&a.strs).init(s), 1 + protowire.SizeBytes(len(s))}
+}
+
+func (a *valueArena) num(n int) sized {
+	return sized{next(&a.nums).init(n), 1 + protowire.SizeFixed64()}
+}
+
+func (a *valueArena) strings(ss []string) sized {
+	vs := make([]*structpb.Value, len(ss))
+	n := 0
+	for i, s := range ss {
+		v := a.str(s)
+		vs[i] = v.v
+		n += 1 + protowire.SizeBytes(v.n)
+	}
+	return sized{next(&a.lists).init(vs), 1 + protowire.SizeBytes(n)}
+}
+
+// sizedFields are the fields of a Struct being built, each set once, and
+// their size.
+type sizedFields struct {
+	a *valueArena
+	f map[string]*structpb.Value
+	n int
+}
+
+func (a *valueArena) fields(n int) *sizedFields {
+	return &sizedFields{a: a, f: make(map[string]*structpb.Value, n)}
+}
+
+func (s *sizedFields) set(k string, v sized) {
+	s.f[k] = v.v
+	s.n += sizeMapEntry(len(k), v.n)
+}
+
+// object is the Value of the Struct of these fields.
+func (s *sizedFields) object() sized {
+	return sized{next(&s.a.objects).init(s.f), 1 + protowire.SizeBytes(s.n)}
 }

@@ -180,3 +180,37 @@ func sameSize(t *testing.T, name string, rsp *fnv1.RunFunctionResponse) {
 		t.Errorf("%s: responseSize changed the response", name)
 	}
 }
+
+// TestRunSize holds the size run checks against the limit to proto.Size of
+// what it answers: the Peers it sized as it built them included, in every
+// form of delivery.
+func TestRunSize(t *testing.T) {
+	// The TTL of a settling mesh stays as it is: the response is sized
+	// before it is set.
+	f := &Function{log: logging.NewNopLogger(), ttl: settleTTL, maxResponse: 1 << 30, maxPeerSet: 1 << 30}
+	for _, size := range []struct{ clusters, nodes int }{{2, 3}, {3, 20}, {5, 60}} {
+		for _, delivery := range []string{"Objects", "PeerSet", "PeerSet/shared"} {
+			name := fmt.Sprintf("%s/%dx%d", delivery, size.clusters, size.nodes)
+			req := largeMesh(t, strings.TrimSuffix(delivery, "/shared"), size.clusters, size.nodes)
+			if strings.HasSuffix(delivery, "/shared") {
+				meta := req.GetObserved().GetComposite().GetResource().GetFields()["metadata"].GetStructValue()
+				meta.Fields["annotations"] = structpb.NewStructValue(&structpb.Struct{Fields: map[string]*structpb.Value{AnnotationShareAbove: structpb.NewStringValue("0")}})
+			}
+			// Once as created, once with its SegmentSets written.
+			for round := range 2 {
+				rsp, result, n := f.run(req)
+				if result != resultPlanned {
+					t.Fatalf("%s: run ended %s: %v", name, result, rsp.GetResults())
+				}
+				if want := proto.Size(rsp); n != want {
+					t.Errorf("%s, round %d: run sized its response %d, proto.Size %d", name, round, n, want)
+				}
+				for res, r := range rsp.GetDesired().GetResources() {
+					if isSegments(res) {
+						req.Observed.Resources[res] = &fnv1.Resource{Resource: r.GetResource()}
+					}
+				}
+			}
+		}
+	}
+}

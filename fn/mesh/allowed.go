@@ -33,6 +33,9 @@ type builtSegment struct {
 	// checked is 1 once a Peer of these shared parts passed Kilo's checks,
 	// -1 once one failed them.
 	checked int8
+	// peer is the Peer of these shared parts, made on first use and
+	// shared by every target that receives it.
+	peer *kilov1alpha1.Peer
 }
 
 type hostRoute struct {
@@ -184,10 +187,32 @@ func (p *planner) buildAllowed(b *builtSegment, pods map[*node][]netip.Prefix, l
 		}
 	}
 	add(HostRoute(s.leader.wgIP))
-	b.strs = make([]string, len(b.allowed))
-	for i, pr := range b.allowed {
-		b.strs[i] = pr.String()
+	b.strs = prefixStrings(b.allowed)
+}
+
+// prefixStrings is the String of every prefix, written into one string
+// that they share: one allocation for a segment's routes, not two a route.
+func prefixStrings(prs []netip.Prefix) []string {
+	// The buffers of a segment of a few routes stay on the stack.
+	var bufs [128]byte
+	var endss [8]int
+	buf, ends := bufs[:0], endss[:0]
+	for _, pr := range prs {
+		if pr.IsValid() {
+			buf = pr.AppendTo(buf)
+		} else {
+			buf = append(buf, pr.String()...) // AppendTo writes nothing for the zero Prefix
+		}
+		ends = append(ends, len(buf))
 	}
+	all := string(buf)
+	out := make([]string, len(prs))
+	start := 0
+	for i, end := range ends {
+		out[i] = all[start:end]
+		start = end
+	}
+	return out
 }
 
 // internalAddr is the internal address of a node that may be routed to other

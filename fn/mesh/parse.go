@@ -349,6 +349,9 @@ type agentEndpoint struct {
 // Kilo prefers as leaders, so it follows Kilo rather than this project's
 // stricter ParseEndpoint.
 func parseAgentEndpoint(s string) agentEndpoint {
+	if s == "" {
+		return agentEndpoint{} // most nodes set no force-endpoint: no error to make
+	}
 	host, port, err := net.SplitHostPort(s)
 	if err != nil {
 		return agentEndpoint{}

@@ -106,21 +106,20 @@ func (t *target) readForeign(peers []kubev1alpha1.ForeignPeer) {
 
 // place writes every segment of every source into every other cluster.
 func (p *planner) place() {
-	p.plan.Peers = make(map[string][]kilov1alpha1.Peer, len(p.sources))
+	p.plan.PeerRefs = make(map[string][]*kilov1alpha1.Peer, len(p.sources))
 	p.placed = map[string]int{}
 	p.conflicts = map[string][]meshv1alpha1.PeerConflict{}
 	p.indexInternal()
 	for _, tc := range p.sources {
 		t := p.newTarget(tc)
-		// At most one Peer per segment of every other source: sized once,
-		// the Peers are not copied as the slice grows.
+		// At most one Peer per segment of every other source: sized once.
 		n := 0
 		for _, sc := range p.sources {
 			if sc != tc {
 				n += len(sc.segments)
 			}
 		}
-		peers := make([]kilov1alpha1.Peer, 0, n)
+		peers := make([]*kilov1alpha1.Peer, 0, n)
 		for _, sc := range p.sources {
 			if sc == tc {
 				continue
@@ -131,7 +130,7 @@ func (p *planner) place() {
 			peers = nil // a target that receives nothing holds no slice, as before
 		}
 		sort.Slice(peers, func(i, j int) bool { return peers[i].Name < peers[j].Name })
-		p.plan.Peers[tc.spec.Name] = peers
+		p.plan.PeerRefs[tc.spec.Name] = peers
 		p.countHandshakes(t, peers)
 		if t.incomplete != "" {
 			if p.plan.Withheld == nil {
@@ -176,7 +175,7 @@ func (p *planner) conflict(t *target, peer, reason, msg string) {
 
 // placeSource appends the Peers of one source cluster for one target. The
 // anchor CIDRs go on the first Peer written, by leader name.
-func (p *planner) placeSource(peers []kilov1alpha1.Peer, t *target, sc *sourceCluster) []kilov1alpha1.Peer {
+func (p *planner) placeSource(peers []*kilov1alpha1.Peer, t *target, sc *sourceCluster) []*kilov1alpha1.Peer {
 	tname := t.sc.spec.Name
 	anchored := false
 	placed := 0 // counted here: a map write per Peer shows in large meshes
@@ -221,17 +220,9 @@ func (p *planner) placeSource(peers []kilov1alpha1.Peer, t *target, sc *sourceCl
 		if len(allowed) == 0 {
 			continue // every route is someone else's: the conflicts say so
 		}
-		peers = append(peers, kilov1alpha1.Peer{
-			TypeMeta:   metav1.TypeMeta{APIVersion: kilov1alpha1.APIVersion, Kind: kilov1alpha1.Kind},
-			ObjectMeta: metav1.ObjectMeta{Name: b.name, Labels: b.labels},
-			Spec: kilov1alpha1.PeerSpec{
-				AllowedIPs:          allowed,
-				PublicKey:           b.key,
-				PersistentKeepalive: b.keepalive,
-				Endpoint:            peerEndpoint,
-			},
-		})
-		if !p.invalid && !p.passes(b, &peers[len(peers)-1]) {
+		peer := b.peerWith(allowed, peerEndpoint)
+		peers = append(peers, peer)
+		if !p.invalid && !p.passes(b, peer) {
 			p.invalid = true
 		}
 		placed++
@@ -242,19 +233,52 @@ func (p *planner) placeSource(peers []kilov1alpha1.Peer, t *target, sc *sourceCl
 	return peers
 }
 
+// peerWith is the Peer of a segment with these routes and endpoint. The
+// segment's own Peer, which most targets receive, is made once and shared
+// by all of them.
+func (b *builtSegment) peerWith(allowed []string, endpoint *kilov1alpha1.PeerEndpoint) *kilov1alpha1.Peer {
+	if endpoint != b.endpoint || !sameSlice(allowed, b.strs) {
+		return b.newPeer(allowed, endpoint)
+	}
+	if b.peer == nil {
+		b.peer = b.newPeer(b.strs, b.endpoint)
+	}
+	return b.peer
+}
+
+// newPeer is the Peer of a segment with these routes and endpoint.
+func (b *builtSegment) newPeer(allowed []string, endpoint *kilov1alpha1.PeerEndpoint) *kilov1alpha1.Peer {
+	return &kilov1alpha1.Peer{
+		TypeMeta:   metav1.TypeMeta{APIVersion: kilov1alpha1.APIVersion, Kind: kilov1alpha1.Kind},
+		ObjectMeta: metav1.ObjectMeta{Name: b.name, Labels: b.labels},
+		Spec: kilov1alpha1.PeerSpec{
+			AllowedIPs:          allowed,
+			PublicKey:           b.key,
+			PersistentKeepalive: b.keepalive,
+			Endpoint:            endpoint,
+		},
+	}
+}
+
+// sameSlice tells whether two slices are the same one: same array, same
+// length.
+func sameSlice(a, b []string) bool {
+	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
+}
+
 // countHandshakes counts the Peers written into a target that its leaders
 // recorded a handshake with (Kilo records only Peers with a keepalive).
-func (p *planner) countHandshakes(t *target, peers []kilov1alpha1.Peer) {
+func (p *planner) countHandshakes(t *target, peers []*kilov1alpha1.Peer) {
 	if len(t.discovered) == 0 {
 		return
 	}
 	h := &meshv1alpha1.Handshakes{}
-	for i := range peers {
-		if peers[i].Spec.PersistentKeepalive == 0 {
+	for _, peer := range peers {
+		if peer.Spec.PersistentKeepalive == 0 {
 			continue
 		}
 		h.Peers++
-		if k, ok := kilov1alpha1.ParseKey(peers[i].Spec.PublicKey); ok {
+		if k, ok := kilov1alpha1.ParseKey(peer.Spec.PublicKey); ok {
 			if _, seen := t.discovered[k]; seen {
 				h.Seen++
 			}
@@ -290,6 +314,9 @@ func (p *planner) checkNATKeepalive(s *segment, target string, learned Endpoint)
 // the target dials, and the routes of Peers the mesh does not own. Most
 // Peers drop nothing and share the segment's slice.
 func (p *planner) allowedFor(b *builtSegment, t *target, endpoint *Endpoint, anchor []netip.Prefix) []string {
+	if len(anchor) == 0 && keepsAll(b, t, endpoint) {
+		return b.strs
+	}
 	drop := drops{of: len(b.allowed)}
 	for _, h := range b.hosts {
 		if endpoint != nil && endpoint.IP == h.addr {
@@ -335,6 +362,27 @@ func (p *planner) allowedFor(b *builtSegment, t *target, endpoint *Endpoint, anc
 		}
 	}
 	return append(out, extra...)
+}
+
+// keepsAll tells whether a segment's Peer keeps every route in a target,
+// as most do: no route is the endpoint it dials or an internal address
+// the target uses, and no foreign Peer can be in the way of one. It
+// decides what allowedFor would, without its bookkeeping, which a large
+// mesh paid for every Peer.
+func keepsAll(b *builtSegment, t *target, endpoint *Endpoint) bool {
+	if t.incomplete != "" || len(t.routeList) > 0 {
+		return false
+	}
+	for i := range b.hosts {
+		h := &b.hosts[i]
+		if endpoint != nil && endpoint.IP == h.addr {
+			return false
+		}
+		if _, ok := h.usedIn(t.sc); ok {
+			return false
+		}
+	}
+	return true
 }
 
 // drops are the routes of a segment that one Peer leaves out, by index. It
@@ -417,8 +465,14 @@ func (p *planner) validatePeers() error {
 		return nil // every Peer passed as it was placed
 	}
 	for _, sc := range p.sources {
-		for i := range p.plan.Peers[sc.spec.Name] {
-			peer := &p.plan.Peers[sc.spec.Name][i]
+		// The plan holds its Peers in one of its two forms.
+		peers := p.plan.PeerRefs[sc.spec.Name]
+		if p.plan.PeerRefs == nil {
+			for i := range p.plan.Peers[sc.spec.Name] {
+				peers = append(peers, &p.plan.Peers[sc.spec.Name][i])
+			}
+		}
+		for _, peer := range peers {
 			if errs := peer.Validate(); len(errs) > 0 {
 				return fmt.Errorf("planned Peer %s for cluster %s fails Kilo's validation: %w", peer.Name, sc.spec.Name, errs.ToAggregate())
 			}

@@ -63,6 +63,8 @@ type Input struct {
 	// route first keeps it: a node that copies a key, or a Peer someone
 	// adds later over a route, never displaces what is delivered.
 	Delivered map[string]map[string]DeliveredPeer
+	// PeerRefs asks for Plan.PeerRefs instead of Plan.Peers.
+	PeerRefs bool
 }
 
 // A Warning summarises one kind of problem in one cluster.
@@ -77,6 +79,11 @@ type Plan struct {
 	// Peers holds, by member cluster, the Peers it must hold, sorted by
 	// name.
 	Peers map[string][]kilov1alpha1.Peer
+	// PeerRefs holds the same Peers instead, when Input.PeerRefs asks for
+	// them, and Peers is then nil. The members that receive a segment's
+	// Peer as most do share one: a mesh of C clusters of N nodes holds
+	// about C x N Peers, not C x (C-1) x N. They are read, never written.
+	PeerRefs map[string][]*kilov1alpha1.Peer
 	// Status of the mesh.
 	Status meshv1alpha1.ClusterMeshStatus
 	// Warnings, one per problem kind per cluster.
@@ -133,6 +140,10 @@ func Do(in *Input) (*Plan, error) {
 		return nil, err
 	}
 	p.report()
+	if !in.PeerRefs {
+		p.plan.Peers = copyPeers(p.plan.PeerRefs)
+		p.plan.PeerRefs = nil
+	}
 	return &p.plan, nil
 }
 
@@ -211,6 +222,22 @@ func (p *planner) deliveredKeys() map[[kilov1alpha1.KeyLen]byte]map[string]bool 
 			}
 			out[k][name] = true
 		}
+	}
+	return out
+}
+
+// copyPeers is Plan.Peers of Plan.PeerRefs.
+func copyPeers(refs map[string][]*kilov1alpha1.Peer) map[string][]kilov1alpha1.Peer {
+	out := make(map[string][]kilov1alpha1.Peer, len(refs))
+	for target, ps := range refs {
+		var peers []kilov1alpha1.Peer // nil for a target that receives nothing, as before
+		if len(ps) > 0 {
+			peers = make([]kilov1alpha1.Peer, len(ps))
+		}
+		for i, peer := range ps {
+			peers[i] = *peer
+		}
+		out[target] = peers
 	}
 	return out
 }

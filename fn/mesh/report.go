@@ -96,7 +96,7 @@ func (p *planner) report() {
 	st.ClusterCount = len(p.sources)
 	for _, sc := range p.sources {
 		cs := p.clusterStatus(sc)
-		st.PeerCount += len(p.plan.Peers[sc.spec.Name])
+		st.PeerCount += len(p.plan.PeerRefs[sc.spec.Name])
 		st.SkippedNodeCount += cs.SkippedNodes
 		st.Clusters = append(st.Clusters, cs)
 		p.problemWarnings(sc.spec.Name)

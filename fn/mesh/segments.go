@@ -532,24 +532,9 @@ type keyHolder struct {
 // every holder is skipped: a key copied from another node must never
 // displace the real node, nor win by the order of names.
 func dedupeKeys(clusters []*sourceCluster, peerName func(*node) string, delivered map[[kilov1alpha1.KeyLen]byte]map[string]bool) {
-	byKey := map[[kilov1alpha1.KeyLen]byte][]keyHolder{}
-	var keys [][kilov1alpha1.KeyLen]byte
-	for _, sc := range clusters {
-		for _, n := range sc.identities() {
-			if n.key == ([kilov1alpha1.KeyLen]byte{}) {
-				continue // no key, or one Kilo reads as none
-			}
-			if _, ok := byKey[n.key]; !ok {
-				keys = append(keys, n.key)
-			}
-			byKey[n.key] = append(byKey[n.key], keyHolder{n: n, name: peerName(n)})
-		}
-	}
+	keys, byKey := sharedKeys(clusters, peerName)
 	for _, k := range keys {
 		holders := byKey[k]
-		if len(holders) < 2 {
-			continue
-		}
 		var incumbent *keyHolder
 		for i := range holders {
 			if delivered[k][holders[i].name] {
@@ -567,6 +552,40 @@ func dedupeKeys(clusters []*sourceCluster, peerName func(*node) string, delivere
 			h.n.skipf(ReasonNodeKeyDuplicate, "public key is also used by %s", otherHolders(holders, h.n, incumbent))
 		}
 	}
+}
+
+// sharedKeys gathers the holders of every key that two identities of the
+// mesh hold, keys in the order first held. Keys are counted first: only
+// the few shared ones are gathered.
+func sharedKeys(clusters []*sourceCluster, peerName func(*node) string) ([][kilov1alpha1.KeyLen]byte, map[[kilov1alpha1.KeyLen]byte][]keyHolder) {
+	ids := make([][]*node, len(clusters))
+	all := 0
+	for i, sc := range clusters {
+		ids[i] = sc.identities()
+		all += len(ids[i])
+	}
+	count := make(map[[kilov1alpha1.KeyLen]byte]int, all)
+	for _, nodes := range ids {
+		for _, n := range nodes {
+			if n.key != ([kilov1alpha1.KeyLen]byte{}) { // no key, or one Kilo reads as none
+				count[n.key]++
+			}
+		}
+	}
+	byKey := map[[kilov1alpha1.KeyLen]byte][]keyHolder{}
+	var keys [][kilov1alpha1.KeyLen]byte
+	for _, nodes := range ids {
+		for _, n := range nodes {
+			if n.key == ([kilov1alpha1.KeyLen]byte{}) || count[n.key] < 2 {
+				continue
+			}
+			if _, ok := byKey[n.key]; !ok {
+				keys = append(keys, n.key)
+			}
+			byKey[n.key] = append(byKey[n.key], keyHolder{n: n, name: peerName(n)})
+		}
+	}
+	return keys, byKey
 }
 
 // otherHolders names the other nodes that use a key, and who keeps it.

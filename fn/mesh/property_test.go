@@ -512,3 +512,41 @@ func checkCounts(t *testing.T, in *Input, p *Plan) {
 		t.Errorf("status.skippedNodeCount = %d, want %d", p.Status.SkippedNodeCount, skipped)
 	}
 }
+
+// TestPropertyPeerRefs holds the function's form of a plan (Input.PeerRefs:
+// one Peer shared by the members that receive it alike) to the planner's
+// own: the same Peers, in the same order, for every member.
+func TestPropertyPeerRefs(t *testing.T) {
+	r := rand.New(rand.NewSource(3))
+	for i := range propertyIterations {
+		in := genInput(r)
+		want, err := Do(in)
+		if err != nil {
+			t.Fatalf("iteration %d: Do(...): %v", i, err)
+		}
+		refs := *in
+		refs.PeerRefs = true
+		got, err := Do(&refs)
+		if err != nil {
+			t.Fatalf("iteration %d: Do(PeerRefs): %v", i, err)
+		}
+		if got.Peers != nil {
+			t.Fatalf("iteration %d: a PeerRefs plan holds Plan.Peers too", i)
+		}
+		deref := map[string][]kilov1alpha1.Peer{}
+		for target, ps := range got.PeerRefs {
+			deref[target] = nil // a member that receives nothing, as in Peers
+			for _, p := range ps {
+				deref[target] = append(deref[target], *p)
+			}
+		}
+		if diff := cmp.Diff(want.Peers, deref); diff != "" {
+			t.Fatalf("iteration %d: PeerRefs differ from Peers: -Peers, +PeerRefs:\n%s", i, diff)
+		}
+		gotRest, wantRest := *got, *want
+		gotRest.PeerRefs, wantRest.Peers = nil, nil
+		if diff := cmp.Diff(wantRest, gotRest); diff != "" {
+			t.Fatalf("iteration %d: the rest of the plan differs with PeerRefs: -Peers, +PeerRefs:\n%s", i, diff)
+		}
+	}
+}

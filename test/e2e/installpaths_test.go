@@ -365,14 +365,11 @@ func packageHealth(ctx context.Context, kind, name string) (string, error) {
 	if err := mgmt.Get(ctx, client.ObjectKey{Name: name}, p); err != nil {
 		return "", err
 	}
-	conds, _, _ := unstructured.NestedSlice(p.Object, "status", "conditions")
-	for _, c := range conds {
-		if m, ok := c.(map[string]any); ok && m["type"] == "Healthy" {
-			msg, _ := m["message"].(string)
-			return fmt.Sprintf("Healthy=%v %v: %s", m["status"], m["reason"], msg), nil
-		}
+	status, reason, message := conditionOf(p, "Healthy")
+	if status == "" {
+		return "no Healthy condition", nil
 	}
-	return "no Healthy condition", nil
+	return fmt.Sprintf("Healthy=%s %s: %s", status, reason, message), nil
 }
 
 // crossplaneImage builds Crossplane core of a Crossplane tool

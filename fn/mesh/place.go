@@ -13,6 +13,7 @@ import (
 	kilov1alpha1 "github.com/kilomesh/kilomesh/apis/kilo/v1alpha1"
 	kubev1alpha1 "github.com/kilomesh/kilomesh/apis/kube/v1alpha1"
 	meshv1alpha1 "github.com/kilomesh/kilomesh/apis/mesh/v1alpha1"
+	"github.com/kilomesh/kilomesh/internal/safetext"
 )
 
 // maxForeignRoutes is how many routes of the Peers a member holds that the
@@ -52,7 +53,7 @@ func (p *planner) newTarget(sc *sourceCluster) *target {
 	if sc.obs != nil {
 		t.readForeign(sc.obs.ForeignPeers)
 		if sc.obs.ForeignPeersIncomplete != "" {
-			t.incomplete = "provider-kilomesh published only part of them: " + Truncate(sc.obs.ForeignPeersIncomplete, maxQuoted)
+			t.incomplete = "provider-kilomesh published only part of them: " + safetext.Message(sc.obs.ForeignPeersIncomplete, maxQuoted)
 		}
 	}
 	t.routes = newPrefixIndex(t.routeList)

@@ -8,6 +8,7 @@ import (
 
 	kubev1alpha1 "github.com/kilomesh/kilomesh/apis/kube/v1alpha1"
 	meshv1alpha1 "github.com/kilomesh/kilomesh/apis/mesh/v1alpha1"
+	"github.com/kilomesh/kilomesh/internal/safetext"
 )
 
 // Reasons of problems that leave nodes in the mesh but change or withhold
@@ -109,33 +110,34 @@ func (p *planner) report() {
 	p.bound()
 }
 
-// bound cuts every text of the status and the warnings on a character
-// boundary, and bounds the number of warnings.
+// bound sanitises every text of the status and the warnings (node owners
+// and members write part of them) and cuts it on a character boundary, and
+// bounds the number of warnings.
 func (p *planner) bound() {
 	for i := range p.plan.Status.Clusters {
 		c := &p.plan.Status.Clusters[i]
-		c.Message = Truncate(c.Message, maxWarningBytes)
+		c.Message = safetext.Message(c.Message, maxWarningBytes)
 		for j := range c.Skipped {
 			s := &c.Skipped[j]
-			s.Node, s.Message = Truncate(s.Node, maxNameBytes), Truncate(s.Message, maxMessageBytes)
+			s.Node, s.Message = safetext.Message(s.Node, maxNameBytes), safetext.Message(s.Message, maxMessageBytes)
 		}
 		for j := range c.Conflicts {
 			x := &c.Conflicts[j]
-			x.Peer, x.Message = Truncate(x.Peer, maxNameBytes), Truncate(x.Message, maxMessageBytes)
+			x.Peer, x.Message = safetext.Message(x.Peer, maxNameBytes), safetext.Message(x.Message, maxMessageBytes)
 		}
 	}
 	for i := range p.plan.Warnings {
-		p.plan.Warnings[i].Message = Truncate(p.plan.Warnings[i].Message, maxWarningBytes)
+		p.plan.Warnings[i].Message = safetext.Message(p.plan.Warnings[i].Message, maxWarningBytes)
 	}
 	if n := len(p.plan.Warnings); n > maxWarnings {
 		p.plan.Warnings = append(p.plan.Warnings[:maxWarnings-1], Warning{Reason: ReasonMoreWarnings,
 			Message: fmt.Sprintf("%d more warnings of this mesh are not given; its status lists what each member skipped and what is in the way", n-maxWarnings+1)})
 	}
 	for i := range p.plan.Pending {
-		p.plan.Pending[i] = Truncate(p.plan.Pending[i], maxMessageBytes)
+		p.plan.Pending[i] = safetext.Message(p.plan.Pending[i], maxMessageBytes)
 	}
 	for m, msg := range p.plan.Withheld {
-		p.plan.Withheld[m] = Truncate(msg, maxMessageBytes)
+		p.plan.Withheld[m] = safetext.Message(msg, maxMessageBytes)
 	}
 }
 

@@ -49,9 +49,15 @@ const Ellipsis = "..."
 // must survive JSON and protobuf encoding unchanged. Cut keeps control
 // characters: it bounds data, such as an annotation's value, that is
 // checked where it is read.
+//
+// A string that Cut shortens is a copy: a part of s would keep all of s in
+// memory, and a bound on what is kept must bound what is held.
 func Cut(s string, maxBytes int) string {
 	s = strings.ToValidUTF8(s, string(utf8.RuneError))
-	return s[:cutAt(s, maxBytes)]
+	if end := cutAt(s, maxBytes); end < len(s) {
+		return strings.Clone(s[:end])
+	}
+	return s
 }
 
 // cutAt returns the length of the longest start of the valid UTF-8 s that
@@ -73,17 +79,18 @@ func cutAt(s string, maxBytes int) int {
 // CutList returns a comma-separated list as valid UTF-8 of at most
 // maxBytes bytes, made of whole elements only: an element that lost its
 // last characters could still parse, as another value (a prefix that lost
-// a digit of its length is a wider one).
+// a digit of its length is a wider one). Like Cut, it copies what it
+// shortens.
 func CutList(s string, maxBytes int) string {
 	s = strings.ToValidUTF8(s, string(utf8.RuneError))
 	end := cutAt(s, maxBytes)
-	if end == len(s) || s[end] == ',' {
-		return s[:end]
+	if end == len(s) {
+		return s
 	}
-	if i := strings.LastIndexByte(s[:end], ','); i >= 0 {
-		return s[:i]
+	if s[end] != ',' {
+		end = max(strings.LastIndexByte(s[:end], ','), 0)
 	}
-	return ""
+	return strings.Clone(s[:end])
 }
 
 // Truncate cuts s to at most n bytes on a character boundary, marking the

@@ -22,6 +22,7 @@ import (
 	"strings"
 	"testing"
 	"unicode/utf8"
+	"unsafe"
 
 	"sigs.k8s.io/yaml"
 )
@@ -115,6 +116,27 @@ func TestCut(t *testing.T) {
 				t.Errorf("\n%s\nCut(%q, %d): want %q, got %q", tc.reason, tc.in, tc.n, tc.want, got)
 			}
 		})
+	}
+}
+
+// TestCutCopies pins that a string Cut shortens does not keep the string
+// it was cut from in memory: a member's 1 MiB value cut to 64 bytes must
+// hold 64 bytes, not 1 MiB.
+func TestCutCopies(t *testing.T) {
+	long := strings.Repeat("a,", 1<<19)
+	inside := func(s string) bool {
+		start := uintptr(unsafe.Pointer(unsafe.StringData(long)))
+		p := uintptr(unsafe.Pointer(unsafe.StringData(s)))
+		return p >= start && p < start+uintptr(len(long))
+	}
+	if got := Cut(long, 64); len(got) != 64 || inside(got) {
+		t.Errorf("Cut(1 MiB, 64): %d bytes, inside the original: %t; want 64 bytes of a copy", len(got), inside(got))
+	}
+	if got := CutList(long, 64); len(got) != 63 || inside(got) {
+		t.Errorf("CutList(1 MiB, 64): %d bytes, inside the original: %t; want 63 bytes of a copy", len(got), inside(got))
+	}
+	if short := "abc"; Cut(short, 64) != short {
+		t.Error("Cut: a string within the bound is kept")
 	}
 }
 

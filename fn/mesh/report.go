@@ -57,6 +57,10 @@ const (
 	ReasonNATWithoutKeepalive = "NATWithoutKeepalive"
 	// ReasonMoreWarnings sums up the warnings of a plan past maxWarnings.
 	ReasonMoreWarnings = "MoreWarnings"
+	// ReasonDiscoveredEndpointsDisagree: two leaders of a member recorded
+	// different endpoints of one key in kilo.squat.ai/discovered-endpoints;
+	// the Peer of that key keeps its own endpoint there.
+	ReasonDiscoveredEndpointsDisagree = "DiscoveredEndpointsDisagree"
 )
 
 // Bounds of what the status and the warnings say. Node names, annotation
@@ -230,6 +234,7 @@ var problemHeadlines = map[string]string{
 	ReasonNodeNotLeader:               "nodes that carry kilo.squat.ai/wireguard-ip but do not lead, routed as members",
 	ReasonAnnotationInvalid:           "annotations that do not parse, ignored",
 	ReasonNATWithoutKeepalive:         "leaders reached through NAT that send no keepalives: set kilo.squat.ai/persistent-keepalive on them",
+	ReasonDiscoveredEndpointsDisagree: "leaders that recorded different endpoints of one key from handshakes: neither is believed, the Peer keeps its own endpoint",
 }
 
 // conflictWarnings warns once per kind of conflict with foreign Peers in a

@@ -229,7 +229,7 @@ func (x *Index) Serial() uint32 {
 
 // read returns the Service a query sees, whether its namespace has a
 // Service that exists, whether any namespace has, and the serial.
-func (x *Index) read(k key) (s *service, namespace, any bool, serial uint32) {
+func (x *Index) read(k key) (s *service, namespace, anyService bool, serial uint32) {
 	x.view.RLock()
 	defer x.view.RUnlock()
 	return x.services[k], x.namespaces[k.ns] > 0, len(x.namespaces) > 0, x.serial

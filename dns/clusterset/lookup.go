@@ -270,7 +270,7 @@ func (q query) srv(answer []dns.RR, k key, s *service, ports []Port) ([]dns.RR, 
 	var extra []dns.RR
 	svc := q.serviceName(k)
 	record := func(target string, port int32) *dns.SRV {
-		return &dns.SRV{Hdr: q.hdr(q.name, dns.TypeSRV), Priority: 0, Weight: 100, Port: uint16(port), Target: target} //nolint:gosec // G115: a port is 1 to 65535 (SetImport).
+		return &dns.SRV{Hdr: q.hdr(q.name, dns.TypeSRV), Priority: 0, Weight: 100, Port: uint16(port), Target: target}
 	}
 	if !s.headless {
 		seen := map[int32]bool{}

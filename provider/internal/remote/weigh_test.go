@@ -142,7 +142,7 @@ func held(t *testing.T, n int, build func(int) kruntime.Object, slim func(krunti
 
 // reflectNew is a new, empty object of the type of o.
 func reflectNew(o kruntime.Object) kruntime.Object {
-	return reflect.New(reflect.TypeOf(o).Elem()).Interface().(kruntime.Object) //nolint:forcetypeassert // A new object of an object's type.
+	return reflect.New(reflect.TypeOf(o).Elem()).Interface().(kruntime.Object)
 }
 
 // TestWeighHolds pins that no slim object weighs less than it holds,
@@ -200,7 +200,7 @@ func TestSlimKeepsTheAPI(t *testing.T) {
 	if diff := cmp.Diff(want, slimSlice(slice)); diff != "" {
 		t.Errorf("slimSlice(...): -want, +got:\n%s", diff)
 	}
-	got := slimSlice(slice).(*discoveryv1.EndpointSlice) //nolint:forcetypeassert // slimSlice returns an EndpointSlice.
+	got := slimSlice(slice).(*discoveryv1.EndpointSlice)
 	if got.Endpoints[0].Hostname == slice.Endpoints[0].Hostname || got.Endpoints[0].Conditions.Ready == slice.Endpoints[0].Conditions.Ready {
 		t.Error("slimSlice(...): the slim form shares a pointer with the object it was made from")
 	}

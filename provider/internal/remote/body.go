@@ -143,7 +143,7 @@ const MaxErrorBytes = 1024
 // so that what it is can be told.
 func CutError(err error) error {
 	if err == nil {
-		return err
+		return nil
 	}
 	text := err.Error()
 	msg := cutText(text)

@@ -105,6 +105,7 @@ func sizeOf(v reflect.Value) int {
 			n += sizeOf(v.Field(i))
 		}
 		return n
+	default:
+		return 0 // held in place: counted by what holds it
 	}
-	return 0
 }

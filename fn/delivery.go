@@ -13,6 +13,7 @@ import (
 	kubev1alpha1 "github.com/kilomesh/kilomesh/apis/kube/v1alpha1"
 	meshv1alpha1 "github.com/kilomesh/kilomesh/apis/mesh/v1alpha1"
 	"github.com/kilomesh/kilomesh/fn/mesh"
+	"github.com/kilomesh/kilomesh/internal/safetext"
 )
 
 // maxDeliveryMessage is how much of a provider's error a member's status
@@ -261,7 +262,7 @@ func sortedNames(o *observed, prefix string) []string {
 }
 
 func cut(s string) string {
-	return mesh.Truncate(s, maxDeliveryMessage)
+	return safetext.Message(s, maxDeliveryMessage)
 }
 
 // addProblem adds a problem of a member to those already found.
@@ -283,7 +284,7 @@ func reportDelivery(plan *mesh.Plan, problems map[string]string) {
 		if c.Message != "" {
 			c.Message += "; "
 		}
-		c.Message = mesh.Truncate(c.Message+p, maxMemberMessage)
+		c.Message = safetext.Message(c.Message+p, maxMemberMessage)
 	}
 }
 

@@ -16,6 +16,23 @@ import (
 // or served by another replica of the function.
 const meshExpiry = 5 * time.Minute
 
+// Bounds on the meshes whose series the function exports. Every mesh of
+// the management cluster calls the function, and any tenant can make
+// meshes: a mesh past a bound is planned as any other, only its series are
+// not exported, and kilomesh_mesh_metrics_omitted_meshes counts it. A mesh
+// has 2 + 3 x members series and one per skip or conflict reason present.
+const (
+	// maxMeshSeries is the most meshes whose series are exported.
+	maxMeshSeries = 512
+	// maxMeshSeriesPerNamespace is the most meshes of one namespace whose
+	// series are exported: a tenant with many meshes cannot push the
+	// others' out.
+	maxMeshSeriesPerNamespace = 64
+	// maxOmittedMeshes is the most meshes left out that are counted; past
+	// it the count says "at least".
+	maxOmittedMeshes = 16 * maxMeshSeries
+)
+
 var (
 	meshSeriesLabels   = []string{"namespace", "mesh"}
 	memberSeriesLabels = []string{"namespace", "mesh", "member"}
@@ -35,6 +52,8 @@ var (
 		"Nodes of the member the mesh leaves out, by skip reason (only reasons with skipped nodes).", reasonSeriesLabels, nil)
 	descMemberConflicts = prometheus.NewDesc("kilomesh_mesh_member_conflicts",
 		"Peers not written into the member as planned, because a Peer the mesh does not own is in the way, by reason (only reasons with conflicts).", reasonSeriesLabels, nil)
+	descOmittedMeshes = prometheus.NewDesc("kilomesh_mesh_metrics_omitted_meshes",
+		"Meshes planned in the last five minutes whose series are not exported: more than 512 meshes, or more than 64 in their namespace.", nil, nil)
 )
 
 type meshKey struct{ namespace, name string }
@@ -57,17 +76,57 @@ type memberSample struct {
 // meshMetrics exports, per mesh, what its last plan said: what only the
 // function knows (skipped nodes by reason, conflicts, convergence). It is a
 // collector of its own so that the series of a mesh that is gone expire;
-// the series count is, per mesh, 2 + 3 x members + the reasons present.
+// the series count is, per mesh, 2 + 3 x members + the reasons present,
+// for at most maxMeshSeries meshes.
 type meshMetrics struct {
 	mu     sync.Mutex
 	now    func() time.Time
 	meshes map[meshKey]*meshSample
+	// inNamespace counts the meshes of each namespace.
+	inNamespace map[string]int
+	// omitted are the meshes left out, with when they were last planned.
+	omitted map[meshKey]time.Time
 }
 
 func newMeshMetrics(r prometheus.Registerer, now func() time.Time) *meshMetrics {
-	m := &meshMetrics{now: now, meshes: map[meshKey]*meshSample{}}
+	m := &meshMetrics{now: now, meshes: map[meshKey]*meshSample{}, inNamespace: map[string]int{}, omitted: map[meshKey]time.Time{}}
 	r.MustRegister(m)
 	return m
+}
+
+// admit tells whether the series of a mesh are exported: a mesh already
+// exported stays, a new one only within the bounds. m.mu is held.
+func (m *meshMetrics) admit(k meshKey, now time.Time) bool {
+	if _, ok := m.meshes[k]; ok {
+		return true
+	}
+	m.expire(now)
+	if len(m.meshes) >= maxMeshSeries || m.inNamespace[k.namespace] >= maxMeshSeriesPerNamespace {
+		if _, ok := m.omitted[k]; ok || len(m.omitted) < maxOmittedMeshes {
+			m.omitted[k] = now
+		}
+		return false
+	}
+	m.inNamespace[k.namespace]++
+	return true
+}
+
+// expire forgets the meshes not planned in the last meshExpiry. m.mu is
+// held.
+func (m *meshMetrics) expire(now time.Time) {
+	for k, s := range m.meshes {
+		if now.Sub(s.at) > meshExpiry {
+			delete(m.meshes, k)
+			if m.inNamespace[k.namespace]--; m.inNamespace[k.namespace] <= 0 {
+				delete(m.inNamespace, k.namespace)
+			}
+		}
+	}
+	for k, at := range m.omitted {
+		if now.Sub(at) > meshExpiry {
+			delete(m.omitted, k)
+		}
+	}
 }
 
 // planned records the plan of a mesh. A nil *meshMetrics records nothing.
@@ -84,7 +143,12 @@ func (m *meshMetrics) planned(x *xrMesh, plan *mesh.Plan) {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.meshes[meshKey{x.Namespace, x.Name}] = s
+	k := meshKey{x.Namespace, x.Name}
+	if !m.admit(k, s.at) {
+		return
+	}
+	delete(m.omitted, k)
+	m.meshes[k] = s
 }
 
 // frozen records that a mesh is frozen; what it said of its members before
@@ -96,17 +160,21 @@ func (m *meshMetrics) frozen(x *xrMesh) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	k := meshKey{x.Namespace, x.Name}
+	now := m.now()
+	if !m.admit(k, now) {
+		return
+	}
 	s := &meshSample{}
 	if prev, ok := m.meshes[k]; ok {
 		*s = *prev
 	}
-	s.at, s.frozen, s.converged = m.now(), true, false
+	s.at, s.frozen, s.converged = now, true, false
 	m.meshes[k] = s
 }
 
 // Describe sends the descriptions of the metrics.
 func (m *meshMetrics) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descFrozen, descConverged, descMemberReachable, descMemberPeers, descMemberNodes, descMemberSkipped, descMemberConflicts} {
+	for _, d := range []*prometheus.Desc{descFrozen, descConverged, descMemberReachable, descMemberPeers, descMemberNodes, descMemberSkipped, descMemberConflicts, descOmittedMeshes} {
 		ch <- d
 	}
 }
@@ -116,12 +184,9 @@ func (m *meshMetrics) Describe(ch chan<- *prometheus.Desc) {
 func (m *meshMetrics) Collect(ch chan<- prometheus.Metric) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	now := m.now()
+	m.expire(m.now())
+	constGauge(ch, descOmittedMeshes, float64(len(m.omitted)))
 	for k, s := range m.meshes {
-		if now.Sub(s.at) > meshExpiry {
-			delete(m.meshes, k)
-			continue
-		}
 		constGauge(ch, descFrozen, boolValue(s.frozen), k.namespace, k.name)
 		constGauge(ch, descConverged, boolValue(s.converged), k.namespace, k.name)
 		for _, mb := range s.members {

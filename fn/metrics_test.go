@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +13,9 @@ import (
 
 	"github.com/crossplane/function-sdk-go/logging"
 	fnv1 "github.com/crossplane/function-sdk-go/proto/v1"
+
+	meshv1alpha1 "github.com/kilomesh/kilomesh/apis/mesh/v1alpha1"
+	"github.com/kilomesh/kilomesh/fn/mesh"
 )
 
 // TestMetrics pins what each kind of call counts: the result label says how
@@ -147,8 +151,77 @@ kilomesh_mesh_member_skipped_nodes{member="cluster-b",mesh="mesh",namespace="net
 
 	// Not planned for longer than meshExpiry: gone.
 	now = now.Add(meshExpiry + time.Second)
-	if n := testutil.CollectAndCount(f.meshes); n != 0 {
+	if n := testutil.CollectAndCount(f.meshes) - 1; n != 0 { // but kilomesh_mesh_metrics_omitted_meshes
 		t.Errorf("%d series after the mesh was last planned %s ago, want none", n, meshExpiry+time.Second)
+	}
+}
+
+// TestMeshMetricsBounded pins that the meshes whose series the function
+// exports are bounded, in all and per namespace, that a mesh already
+// exported keeps its series, and that those left out are counted: any
+// tenant can make meshes, and each one's series once stayed for five
+// minutes after its last plan, however many there were.
+func TestMeshMetricsBounded(t *testing.T) {
+	now := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
+	m := newMeshMetrics(prometheus.NewRegistry(), func() time.Time { return now })
+	plan := &mesh.Plan{Status: meshv1alpha1.ClusterMeshStatus{Clusters: []meshv1alpha1.ClusterStatus{{Name: "cluster-a", Reachable: true}}}}
+	exported := func() (map[string]int, float64) {
+		t.Helper()
+		r := prometheus.NewPedanticRegistry()
+		r.MustRegister(m)
+		mfs, err := r.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, omitted := map[string]int{}, -1.0
+		for _, mf := range mfs {
+			for _, s := range mf.GetMetric() {
+				switch mf.GetName() {
+				case "kilomesh_mesh_converged":
+					for _, lp := range s.GetLabel() {
+						if lp.GetName() == "namespace" {
+							got[lp.GetValue()]++
+						}
+					}
+				case "kilomesh_mesh_metrics_omitted_meshes":
+					omitted = s.GetGauge().GetValue()
+				}
+			}
+		}
+		return got, omitted
+	}
+	// tenant-a makes one mesh more than a namespace may export; then
+	// tenants with one mesh each fill the rest, and two more come.
+	plans := 0
+	for i := range maxMeshSeriesPerNamespace + 1 {
+		m.planned(&xrMesh{Namespace: "tenant-a", Name: fmt.Sprintf("mesh-%d", i)}, plan)
+		plans++
+	}
+	for i := 0; plans < maxMeshSeries+3; i++ {
+		m.planned(&xrMesh{Namespace: fmt.Sprintf("tenant-%d", i), Name: "mesh"}, plan)
+		plans++
+	}
+	got, omitted := exported()
+	total := 0
+	for _, n := range got {
+		total += n
+	}
+	if got["tenant-a"] != maxMeshSeriesPerNamespace || total != maxMeshSeries || omitted != 3 {
+		t.Errorf("%d meshes planned: %d exported, %d of tenant-a, %v omitted; want %d, %d and 3",
+			plans, total, got["tenant-a"], omitted, maxMeshSeries, maxMeshSeriesPerNamespace)
+	}
+	// A mesh exported keeps its series, frozen or planned again.
+	m.frozen(&xrMesh{Namespace: "tenant-a", Name: "mesh-0"})
+	m.planned(&xrMesh{Namespace: "tenant-0", Name: "mesh"}, plan)
+	if got, _ := exported(); got["tenant-a"] != maxMeshSeriesPerNamespace || got["tenant-0"] != 1 {
+		t.Errorf("meshes exported after their next plan: %d of tenant-a, %d of tenant-0; want %d and 1", got["tenant-a"], got["tenant-0"], maxMeshSeriesPerNamespace)
+	}
+	// Once the others expire, a mesh left out gets in.
+	now = now.Add(meshExpiry + time.Second)
+	m.planned(&xrMesh{Namespace: "tenant-a", Name: fmt.Sprintf("mesh-%d", maxMeshSeriesPerNamespace)}, plan)
+	got, omitted = exported()
+	if diff := cmp.Diff(map[string]int{"tenant-a": 1}, got); diff != "" || omitted != 0 {
+		t.Errorf("meshes exported after the others expired: -want +got:\n%s\nomitted: %v, want 0", diff, omitted)
 	}
 }
 

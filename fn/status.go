@@ -14,6 +14,7 @@ import (
 	"github.com/crossplane/function-sdk-go/response"
 
 	"github.com/kilomesh/kilomesh/fn/mesh"
+	"github.com/kilomesh/kilomesh/internal/safetext"
 )
 
 // Conditions the function sets on a ClusterMesh, besides Crossplane's own
@@ -183,5 +184,5 @@ func writeFrozenStatus(rsp *fnv1.RunFunctionResponse, req *fnv1.RunFunctionReque
 // limit cuts a condition message to a readable length, on a character
 // boundary: the response must stay valid UTF-8.
 func limit(s string) string {
-	return mesh.Truncate(s, maxConditionMessageLength)
+	return safetext.Message(s, maxConditionMessageLength)
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/kilomesh/kilomesh/internal/plugin/snapshot"
 	"github.com/kilomesh/kilomesh/internal/plugin/view"
+	"github.com/kilomesh/kilomesh/internal/safetext"
 )
 
 const (
@@ -255,12 +256,16 @@ func (c *diagnoseCmd) Run(ctx context.Context, g *cli, e *env) error {
 	return nil
 }
 
-// encode writes a value as JSON or YAML.
+// encode writes a value as JSON or YAML. encoding/json leaves DEL, C1 and
+// the bidirectional controls raw, which a YAML parser refuses and a
+// terminal acts on: they are escaped as JSON escapes them, which YAML reads
+// too.
 func encode(w io.Writer, format string, v any) error {
 	b, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
 		return errors.Wrap(err, errEncode)
 	}
+	b = []byte(safetext.SanitizeLines(string(b)))
 	if format == "yaml" {
 		if b, err = yaml.JSONToYAML(b); err != nil {
 			return errors.Wrap(err, errEncode)

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"strings"
 	"testing"
 )
@@ -10,7 +9,6 @@ import (
 // Graphviz's dot when it is installed, else as DOT with a hint.
 func TestGraph(t *testing.T) {
 	needAPIServer(t)
-	noDot := func(string) (string, error) { return "", errors.New("not found") }
 	type want struct {
 		code int
 		// stdout and stderr begin with or hold these texts.

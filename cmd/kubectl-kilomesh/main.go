@@ -20,6 +20,7 @@ import (
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
 
 	"github.com/kilomesh/kilomesh/internal/plugin/snapshot"
+	"github.com/kilomesh/kilomesh/internal/safetext"
 )
 
 // Exit codes scripts can use.
@@ -136,8 +137,21 @@ func (versionCmd) Run(e *env) error {
 	return err
 }
 
-// run runs the plugin with arguments and returns its exit code.
+// run runs the plugin with arguments and returns its exit code. What it
+// writes passes through safetext: the text it shows comes from members and
+// nodes, and a control character in it never reaches the terminal.
 func run(ctx context.Context, args []string, e *env) int {
+	stdout, stderr := safetext.NewWriter(e.stdout), safetext.NewWriter(e.stderr)
+	defer func() {
+		_ = stdout.Flush()
+		_ = stderr.Flush()
+	}()
+	safe := *e
+	safe.stdout, safe.stderr = stdout, stderr
+	return runSafe(ctx, args, &safe)
+}
+
+func runSafe(ctx context.Context, args []string, e *env) int {
 	var c cli
 	code := -1
 	parser, err := kong.New(&c,

@@ -19,6 +19,7 @@ package clusterset
 import (
 	"context"
 	"errors"
+	"net"
 
 	"github.com/miekg/dns"
 )
@@ -59,8 +60,8 @@ func (h *Handler) ServeDNS(ctx context.Context, w dns.ResponseWriter, r *dns.Msg
 	m.Authoritative = true
 	switch {
 	case dns.IsSubDomain(h.Zone.Origin, q.Name):
-		res := h.Zone.Lookup(q.Name, q.Qtype)
-		m.Rcode, m.Answer, m.Ns, m.Extra = res.Rcode, res.Answer, res.Ns, h.Zone.Extra(res.Answer)
+		res := h.Zone.LookupMax(q.Name, q.Qtype, maxRecords(w, r))
+		m.Rcode, m.Answer, m.Ns, m.Extra = res.Rcode, res.Answer, res.Ns, res.Extra
 	case q.Qtype == dns.TypePTR:
 		rrs, ok := h.Zone.Reverse(q.Name)
 		if !ok {
@@ -74,6 +75,25 @@ func (h *Handler) ServeDNS(ctx context.Context, w dns.ResponseWriter, r *dns.Msg
 		return dns.RcodeServerFailure, err
 	}
 	return m.Rcode, nil
+}
+
+// minRecordBytes is the least an address or SRV record takes in a reply:
+// a compressed name, type, class, TTL, length and 4 bytes of data.
+const minRecordBytes = 16
+
+// maxRecords is how many records of a kind the reply to r could carry:
+// over UDP, the size the client says it reads (512 bytes without EDNS),
+// over TCP, a whole DNS message. CoreDNS cuts the reply to that size; more
+// records would be made only to be cut.
+func maxRecords(w dns.ResponseWriter, r *dns.Msg) int {
+	size := dns.MaxMsgSize
+	if _, tcp := w.RemoteAddr().(*net.TCPAddr); !tcp {
+		size = dns.MinMsgSize
+		if o := r.IsEdns0(); o != nil {
+			size = max(int(o.UDPSize()), dns.MinMsgSize)
+		}
+	}
+	return min(MaxRecords, size/minRecordBytes)
 }
 
 func (h *Handler) next(ctx context.Context, w dns.ResponseWriter, r *dns.Msg) (int, error) {

@@ -24,7 +24,9 @@ limitations under the License.
 package clusterset
 
 import (
+	"container/heap"
 	"net/netip"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -35,23 +37,32 @@ import (
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 )
 
-// Bounds on what the Index keeps, so that neither its memory nor an
-// answer grows without limit. Reaching one leaves records out; it never
-// lets a name answer that would not otherwise.
+// Bounds on what the Index keeps, so that neither its memory, nor an
+// answer, nor the work of a change grows without limit. Reaching one
+// leaves records out; it never lets a name answer that would not
+// otherwise.
 const (
 	// MaxIPs is the most ClusterSet IPs of an import, one per family, as
 	// the ServiceImport CRD allows.
 	MaxIPs = 2
-	// MaxPorts is the most named ports of an import with SRV records.
+	// MaxPorts is the most ports of an import with SRV records.
 	MaxPorts = 100
 	// MaxEndpoints is the most ready endpoints of a headless Service that
 	// DNS names, across its clusters: the first by cluster ID, hostname
 	// and address. One EndpointSlice holds at most 1,000.
 	MaxEndpoints = 1000
+	// MaxSlices is the most EndpointSlices of one Service read, the first
+	// by name: a Service's endpoints are gathered from at most MaxSlices x
+	// MaxEndpoints, each slice's sorted once, when it changes.
+	MaxSlices = 1000
+	// MaxRecords is the most records of one answer, and of its additional
+	// section; an answer is cut further to what its transport carries.
+	MaxRecords = 1000
 )
 
-// A Port is a named port of an imported Service or of an endpoint. Name
-// and Protocol are lower case, as they appear in SRV names.
+// A Port is a port of an imported Service or of an endpoint. Name and
+// Protocol are lower case, as they appear in SRV names; an unnamed port
+// has an empty Name.
 type Port struct {
 	Name, Protocol string
 	Port           int32
@@ -67,7 +78,8 @@ type imported struct {
 	ports    []Port
 }
 
-// slice is what the Index keeps of an EndpointSlice: its ready endpoints.
+// slice is what the Index keeps of an EndpointSlice: its ready endpoints,
+// in order (see less), at most MaxEndpoints. It never changes once kept.
 type slice struct {
 	service, cluster string
 	endpoints        []endpoint
@@ -81,70 +93,146 @@ type endpoint struct {
 	ports         []Port
 }
 
-// service is what a query of an imported Service sees.
+// less orders endpoints by cluster, host name and address.
+func less(a, b *endpoint) bool {
+	if a.cluster != b.cluster {
+		return a.cluster < b.cluster
+	}
+	if a.host != b.host {
+		return a.host < b.host
+	}
+	return a.addr.Less(b.addr)
+}
+
+// A target is one name of a headless Service's endpoints,
+// <hostname>.<clusterid>, with its addresses and the ports its first
+// endpoint serves.
+type target struct {
+	host, cluster string
+	addrs         []netip.Addr
+	ports         []Port
+}
+
+// name is the target's name below its Service.
+func (t *target) name() string { return t.host + "." + t.cluster }
+
+// service is what a query of an imported Service sees, computed whole
+// when the Service changes: a query only reads it. It never changes once
+// published.
 type service struct {
 	headless bool
 	// addrs are the ClusterSet IPs, or the addresses of the ready
 	// endpoints of a headless Service, sorted and unique.
-	addrs     []netip.Addr
-	ports     []Port
-	endpoints []endpoint
+	addrs []netip.Addr
+	ports []Port
+	// targets are the names of a headless Service's endpoints, by cluster
+	// and host name, at most MaxEndpoints.
+	targets []target
+}
+
+// find returns the first target of a cluster whose host name is at least
+// host, by binary search, and whether it is the cluster's and host's.
+func (s *service) find(cluster, host string) (int, bool) {
+	i := sort.Search(len(s.targets), func(i int) bool {
+		t := &s.targets[i]
+		return t.cluster > cluster || t.cluster == cluster && t.host >= host
+	})
+	return i, i < len(s.targets) && s.targets[i].cluster == cluster && s.targets[i].host == host
+}
+
+// hasCluster tells whether an endpoint of a cluster is ready.
+func (s *service) hasCluster(cluster string) bool {
+	i, _ := s.find(cluster, "")
+	return i < len(s.targets) && s.targets[i].cluster == cluster
 }
 
 // exists tells whether the Service's name answers at all: a ClusterSetIP
 // Service once it has an IP, a headless one while it has a ready endpoint.
-func (s *service) exists() bool { return len(s.addrs) > 0 }
+func (s *service) exists() bool { return s != nil && len(s.addrs) > 0 }
 
 // An Index holds the imported Services of a cluster as DNS sees them. It
 // is safe for concurrent use: the watch writes, queries read.
+//
+// A change is computed without any lock that a query takes: mu orders the
+// writers' bookkeeping, and the Service a change affects is computed after
+// it is released, from slices that are never changed once kept; it is
+// published under view, which a query holds only to read a pointer.
 type Index struct {
-	mu       sync.RWMutex
+	// mu guards what the watch wrote.
+	mu       sync.Mutex
 	imports  map[key]imported
 	slices   map[key]slice
 	byImport map[key]map[string]bool
+	// version is the number of the latest change of each Service, from
+	// seq, which counts every change: only the computation of a Service's
+	// latest change is published.
+	version map[key]uint64
+	seq     uint64
+	// computing, when set, is called as a change starts to compute its
+	// Service, with no lock held: tests see what a query may do then.
+	computing func()
+
+	// view guards what queries read but reverse: publishing a change
+	// holds it for a few map writes.
+	view     sync.RWMutex
 	services map[key]*service
 	// namespaces counts the Services that exist by namespace.
 	namespaces map[string]int
-	// reverse holds the names of headless endpoints by address, by
-	// Service.
-	reverse map[netip.Addr]map[key][]string
-	serial  uint32
-	synced  func() bool
+	serial     uint32
+	synced     func() bool
+
+	// rev guards reverse and reverseMore, which PTR questions read:
+	// publishing a change holds it for the addresses that come or go.
+	rev sync.RWMutex
+	// reverse holds a headless Service that has an endpoint of each
+	// address, reverseMore the others, should several have one.
+	reverse     map[netip.Addr]key
+	reverseMore map[netip.Addr][]key
 }
 
 // NewIndex returns an empty Index.
 func NewIndex() *Index {
 	return &Index{
-		imports:    map[key]imported{},
-		slices:     map[key]slice{},
-		byImport:   map[key]map[string]bool{},
-		services:   map[key]*service{},
-		namespaces: map[string]int{},
-		reverse:    map[netip.Addr]map[key][]string{},
+		imports:     map[key]imported{},
+		slices:      map[key]slice{},
+		byImport:    map[key]map[string]bool{},
+		version:     map[key]uint64{},
+		services:    map[key]*service{},
+		namespaces:  map[string]int{},
+		reverse:     map[netip.Addr]key{},
+		reverseMore: map[netip.Addr][]key{},
 	}
 }
 
 // SetSynced sets what Synced asks.
 func (x *Index) SetSynced(f func() bool) {
-	x.mu.Lock()
+	x.view.Lock()
 	x.synced = f
-	x.mu.Unlock()
+	x.view.Unlock()
 }
 
 // Synced tells whether the Index holds what the API server held when the
 // watch started.
 func (x *Index) Synced() bool {
-	x.mu.RLock()
+	x.view.RLock()
 	f := x.synced
-	x.mu.RUnlock()
+	x.view.RUnlock()
 	return f != nil && f()
 }
 
 // Serial changes whenever the Index does; it is the zone's SOA serial.
 func (x *Index) Serial() uint32 {
-	x.mu.RLock()
-	defer x.mu.RUnlock()
+	x.view.RLock()
+	defer x.view.RUnlock()
 	return x.serial
+}
+
+// read returns the Service a query sees, whether its namespace has a
+// Service that exists, whether any namespace has, and the serial.
+func (x *Index) read(k key) (s *service, namespace, anyService bool, serial uint32) {
+	x.view.RLock()
+	defer x.view.RUnlock()
+	return x.services[k], x.namespaces[k.ns] > 0, len(x.namespaces) > 0, x.serial
 }
 
 // label tells whether s can be one label of a name in the zone.
@@ -175,8 +263,8 @@ func (x *Index) SetImport(si *mcsv1beta1.ServiceImport) {
 			break
 		}
 		name := strings.ToLower(p.Name)
-		if !label(name) || p.Port < 1 || p.Port > 65535 {
-			continue // unnamed ports have no SRV record
+		if name != "" && !label(name) || p.Port < 1 || p.Port > 65535 {
+			continue
 		}
 		pt := Port{Name: name, Protocol: protocol(p.Protocol)}
 		if seen[pt] {
@@ -188,8 +276,8 @@ func (x *Index) SetImport(si *mcsv1beta1.ServiceImport) {
 	}
 	k := key{si.Namespace, si.Name}
 	x.mu.Lock()
-	defer x.mu.Unlock()
 	x.imports[k] = in
+	x.mu.Unlock()
 	x.rebuild(k)
 }
 
@@ -197,8 +285,8 @@ func (x *Index) SetImport(si *mcsv1beta1.ServiceImport) {
 func (x *Index) DeleteImport(namespace, name string) {
 	k := key{namespace, name}
 	x.mu.Lock()
-	defer x.mu.Unlock()
 	delete(x.imports, k)
+	x.mu.Unlock()
 	x.rebuild(k)
 }
 
@@ -214,40 +302,57 @@ func (x *Index) SetSlice(es *discoveryv1.EndpointSlice) {
 		return
 	}
 	s.endpoints = readyEndpoints(es.Endpoints, s.cluster, slicePorts(es.Ports))
+	svc := key{k.ns, s.service}
 	x.mu.Lock()
-	defer x.mu.Unlock()
 	old, had := x.slices[k]
 	x.slices[k] = s
+	var moved key
 	if had && old.service != s.service {
-		x.unlink(key{k.ns, old.service}, k.name)
+		moved = key{k.ns, old.service}
+		x.unlinkLocked(moved, k.name)
 	}
-	svc := key{k.ns, s.service}
 	if x.byImport[svc] == nil {
 		x.byImport[svc] = map[string]bool{}
 	}
 	x.byImport[svc][k.name] = true
+	x.mu.Unlock()
+	if moved.name != "" {
+		x.rebuild(moved)
+	}
 	x.rebuild(svc)
 }
 
 func slicePorts(in []discoveryv1.EndpointPort) []Port {
-	ports := make([]Port, 0, len(in))
+	ports := make([]Port, 0, min(len(in), MaxPorts))
 	for _, p := range in {
-		if p.Name != nil && label(strings.ToLower(*p.Name)) && p.Port != nil && *p.Port > 0 && *p.Port <= 65535 {
-			pr := corev1.ProtocolTCP
-			if p.Protocol != nil {
-				pr = *p.Protocol
-			}
-			ports = append(ports, Port{Name: strings.ToLower(*p.Name), Protocol: protocol(pr), Port: *p.Port})
+		if len(ports) == MaxPorts {
+			break
 		}
+		if p.Name == nil || p.Port == nil || *p.Port < 1 || *p.Port > 65535 {
+			continue
+		}
+		name := strings.ToLower(*p.Name)
+		if name != "" && !label(name) {
+			continue
+		}
+		pr := corev1.ProtocolTCP
+		if p.Protocol != nil {
+			pr = *p.Protocol
+		}
+		ports = append(ports, Port{Name: name, Protocol: protocol(pr), Port: *p.Port})
 	}
 	return ports
 }
 
 // readyEndpoints returns the ready endpoints of a slice, by the first of
-// their addresses, named by their hostname or their address with dashes.
+// their addresses, named by their hostname or their address with dashes:
+// at most MaxEndpoints, in order.
 func readyEndpoints(in []discoveryv1.Endpoint, cluster string, ports []Port) []endpoint {
 	var out []endpoint
 	for _, e := range in {
+		if len(out) == MaxEndpoints {
+			break
+		}
 		if e.Conditions.Ready != nil && !*e.Conditions.Ready || len(e.Addresses) == 0 {
 			continue
 		}
@@ -257,7 +362,7 @@ func readyEndpoints(in []discoveryv1.Endpoint, cluster string, ports []Port) []e
 		}
 		a = a.Unmap()
 		host := ""
-		if e.Hostname != nil && label(*e.Hostname) {
+		if e.Hostname != nil && label(strings.ToLower(*e.Hostname)) {
 			host = strings.ToLower(*e.Hostname)
 		}
 		if host == "" {
@@ -265,6 +370,7 @@ func readyEndpoints(in []discoveryv1.Endpoint, cluster string, ports []Port) []e
 		}
 		out = append(out, endpoint{cluster: cluster, host: host, addr: a, ports: ports})
 	}
+	sort.Slice(out, func(i, j int) bool { return less(&out[i], &out[j]) })
 	return out
 }
 
@@ -272,78 +378,233 @@ func readyEndpoints(in []discoveryv1.Endpoint, cluster string, ports []Port) []e
 func (x *Index) DeleteSlice(namespace, name string) {
 	k := key{namespace, name}
 	x.mu.Lock()
-	defer x.mu.Unlock()
 	old, had := x.slices[k]
 	if !had {
+		x.mu.Unlock()
 		return
 	}
 	delete(x.slices, k)
-	x.unlink(key{namespace, old.service}, name)
+	svc := key{namespace, old.service}
+	x.unlinkLocked(svc, name)
+	x.mu.Unlock()
+	x.rebuild(svc)
 }
 
-func (x *Index) unlink(svc key, slice string) {
+// unlinkLocked forgets that a slice is a Service's. x.mu is held.
+func (x *Index) unlinkLocked(svc key, slice string) {
 	delete(x.byImport[svc], slice)
 	if len(x.byImport[svc]) == 0 {
 		delete(x.byImport, svc)
 	}
-	x.rebuild(svc)
 }
 
-// rebuild recomputes what queries see of one Service. x.mu is held.
+// rebuild recomputes what queries see of one Service, and publishes it
+// unless a later change of the Service has been made meanwhile.
 func (x *Index) rebuild(k key) {
-	x.serial++
-	if old := x.services[k]; old != nil {
-		if old.exists() {
-			x.namespaces[k.ns]--
-			if x.namespaces[k.ns] == 0 {
-				delete(x.namespaces, k.ns)
-			}
-		}
-		for _, e := range old.endpoints {
-			delete(x.reverse[e.addr], k)
-			if len(x.reverse[e.addr]) == 0 {
-				delete(x.reverse, e.addr)
-			}
-		}
-		delete(x.services, k)
-	}
+	x.mu.Lock()
+	x.seq++
+	v := x.seq
+	x.version[k] = v
 	in, ok := x.imports[k]
-	if !ok {
-		return
+	var lists [][]endpoint
+	if ok && in.headless {
+		names := make([]string, 0, len(x.byImport[k]))
+		for name := range x.byImport[k] {
+			names = append(names, name)
+		}
+		if len(names) > MaxSlices {
+			sort.Strings(names)
+			names = names[:MaxSlices]
+		}
+		for _, name := range names {
+			if eps := x.slices[key{k.ns, name}].endpoints; len(eps) > 0 {
+				lists = append(lists, eps)
+			}
+		}
 	}
+	if !ok && len(x.byImport[k]) == 0 {
+		delete(x.version, k) // nothing left of it: a later change is numbered anew
+	}
+	computing := x.computing
+	x.mu.Unlock()
+
+	if computing != nil {
+		computing()
+	}
+	var s *service
+	if ok {
+		s = build(in, lists)
+	}
+
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if cur, known := x.version[k]; known && cur != v || !known && ok {
+		return // a later change of the Service publishes its own
+	}
+	x.publish(k, s)
+}
+
+// build computes a Service from its import and the sorted endpoints of its
+// slices: the first MaxEndpoints of them in order, merged without sorting
+// them all.
+func build(in imported, lists [][]endpoint) *service {
 	s := &service{headless: in.headless, ports: in.ports}
 	if !in.headless {
 		s.addrs = unique(append([]netip.Addr(nil), in.ips...))
+		return s
+	}
+	// In order, the endpoints of a target follow each other, by address:
+	// its addresses are a part of all.
+	eps := merge(lists, MaxEndpoints)
+	all := make([]netip.Addr, 0, len(eps))
+	for i := range eps {
+		e := &eps[i]
+		n := len(s.targets)
+		if n == 0 || s.targets[n-1].host != e.host || s.targets[n-1].cluster != e.cluster {
+			s.targets = append(s.targets, target{host: e.host, cluster: e.cluster, ports: e.ports})
+			n++
+		}
+		t := &s.targets[n-1]
+		if len(t.addrs) == 0 || t.addrs[len(t.addrs)-1] != e.addr {
+			all = append(all, e.addr)
+			t.addrs = all[len(all)-len(t.addrs)-1 : len(all) : len(all)]
+		}
+	}
+	s.addrs = unique(append([]netip.Addr(nil), all...))
+	return s
+}
+
+// publish makes a Service what queries see. x.mu is held.
+func (x *Index) publish(k key, s *service) {
+	old := x.swap(k, s)
+	x.reindex(k, old, s)
+}
+
+// swap makes a Service what queries of its names see, and returns the one
+// it replaces: a few map writes under the lock that those queries take.
+func (x *Index) swap(k key, s *service) *service {
+	x.view.Lock()
+	defer x.view.Unlock()
+	old := x.services[k]
+	x.serial++
+	if old.exists() {
+		x.namespaces[k.ns]--
+		if x.namespaces[k.ns] == 0 {
+			delete(x.namespaces, k.ns)
+		}
+	}
+	if s == nil {
+		delete(x.services, k)
 	} else {
-		for name := range x.byImport[k] {
-			s.endpoints = append(s.endpoints, x.slices[key{k.ns, name}].endpoints...)
+		x.services[k] = s
+		if s.exists() {
+			x.namespaces[k.ns]++
 		}
-		sort.Slice(s.endpoints, func(i, j int) bool {
-			a, b := s.endpoints[i], s.endpoints[j]
-			if a.cluster != b.cluster {
-				return a.cluster < b.cluster
-			}
-			if a.host != b.host {
-				return a.host < b.host
-			}
-			return a.addr.Less(b.addr)
-		})
-		if len(s.endpoints) > MaxEndpoints {
-			s.endpoints = s.endpoints[:MaxEndpoints]
-		}
-		for _, e := range s.endpoints {
-			s.addrs = append(s.addrs, e.addr)
-			if x.reverse[e.addr] == nil {
-				x.reverse[e.addr] = map[key][]string{}
-			}
-			x.reverse[e.addr][k] = append(x.reverse[e.addr][k], e.host+"."+e.cluster+"."+k.name+"."+k.ns+".svc.")
-		}
-		s.addrs = unique(s.addrs)
 	}
-	x.services[k] = s
-	if s.exists() {
-		x.namespaces[k.ns]++
+	return old
+}
+
+// reindex records the addresses of a headless Service's endpoints for PTR
+// questions, under their lock: only those that come or go.
+func (x *Index) reindex(k key, old, s *service) {
+	var was, is []netip.Addr
+	if old != nil && old.headless {
+		was = old.addrs
 	}
+	if s != nil && s.headless {
+		is = s.addrs
+	}
+	x.rev.Lock()
+	defer x.rev.Unlock()
+	// Both are sorted: only the addresses that come or go change.
+	for i, j := 0, 0; i < len(was) || j < len(is); {
+		switch {
+		case j == len(is) || i < len(was) && was[i].Less(is[j]):
+			x.unreverse(was[i], k)
+			i++
+		case i == len(was) || is[j].Less(was[i]):
+			x.addReverse(is[j], k)
+			j++
+		default:
+			i, j = i+1, j+1
+		}
+	}
+}
+
+// addReverse records that a Service has an endpoint of an address. x.rev
+// is held.
+func (x *Index) addReverse(a netip.Addr, k key) {
+	if _, ok := x.reverse[a]; !ok {
+		x.reverse[a] = k
+		return
+	}
+	x.reverseMore[a] = append(x.reverseMore[a], k)
+}
+
+// unreverse records that a Service has no more endpoint of an address.
+// x.rev is held.
+func (x *Index) unreverse(a netip.Addr, k key) {
+	more := x.reverseMore[a]
+	if x.reverse[a] == k {
+		if len(more) == 0 {
+			delete(x.reverse, a)
+			return
+		}
+		x.reverse[a], more = more[len(more)-1], more[:len(more)-1]
+	} else if i := slices.Index(more, k); i >= 0 {
+		more = slices.Delete(more, i, i+1)
+	}
+	if len(more) == 0 {
+		delete(x.reverseMore, a)
+	} else {
+		x.reverseMore[a] = more
+	}
+}
+
+// reversed returns the Services that have an endpoint of an address.
+func (x *Index) reversed(a netip.Addr) []key {
+	x.rev.RLock()
+	defer x.rev.RUnlock()
+	k, ok := x.reverse[a]
+	if !ok {
+		return nil
+	}
+	return append([]key{k}, x.reverseMore[a]...)
+}
+
+// merge returns the first n endpoints of sorted lists, in order.
+func merge(lists [][]endpoint, n int) []endpoint {
+	h := make(heads, 0, len(lists))
+	total := 0
+	for _, l := range lists {
+		h = append(h, l)
+		total += len(l)
+	}
+	heap.Init(&h)
+	out := make([]endpoint, 0, min(n, total))
+	for len(out) < n && len(h) > 0 {
+		out = append(out, h[0][0])
+		if h[0] = h[0][1:]; len(h[0]) == 0 {
+			heap.Pop(&h)
+		} else {
+			heap.Fix(&h, 0)
+		}
+	}
+	return out
+}
+
+// heads is a heap of sorted lists by their first endpoint.
+type heads [][]endpoint
+
+func (h heads) Len() int           { return len(h) }
+func (h heads) Less(i, j int) bool { return less(&h[i][0], &h[j][0]) }
+func (h heads) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *heads) Push(v any)        { *h = append(*h, v.([]endpoint)) } //nolint:forcetypeassert // heap.Push is given lists only.
+func (h *heads) Pop() any {
+	old := *h
+	v := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return v
 }
 
 func unique(addrs []netip.Addr) []netip.Addr {
@@ -365,10 +626,16 @@ func protocol(p corev1.Protocol) string {
 }
 
 // dashed is the name of an endpoint without a hostname: its address with
-// dashes, as cluster-local Kubernetes DNS names such endpoints.
+// dashes, as cluster-local Kubernetes DNS and CoreDNS name such endpoints
+// (an IPv6 address in its canonical, compressed form). A compressed IPv6
+// address that would start or end with a dash, which no DNS label does,
+// is written whole.
 func dashed(a netip.Addr) string {
 	if a.Is4() {
 		return strings.ReplaceAll(a.String(), ".", "-")
+	}
+	if d := strings.ReplaceAll(a.String(), ":", "-"); label(d) {
+		return d
 	}
 	return strings.ReplaceAll(a.StringExpanded(), ":", "-")
 }

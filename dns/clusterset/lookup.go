@@ -18,7 +18,7 @@ package clusterset
 
 import (
 	"net/netip"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -41,7 +41,8 @@ const DefaultTTL = 5
 type Result struct {
 	Rcode  int
 	Answer []dns.RR
-	Extra  []dns.RR
+	// Extra holds the addresses of the targets of SRV records.
+	Extra []dns.RR
 	// Ns holds the zone's SOA when Answer is empty (NXDOMAIN or NODATA),
 	// for negative caching.
 	Ns []dns.RR
@@ -55,9 +56,19 @@ type Zone struct {
 	TTL    uint32
 }
 
-// Lookup answers a question whose name lies in the zone. Names compare
-// case-insensitively; records carry the name as it was asked.
+// Lookup answers a question whose name lies in the zone, with at most
+// MaxRecords records in the answer and as many in the additional section.
+// Names compare case-insensitively; records carry the name as it was
+// asked.
 func (z Zone) Lookup(qname string, qtype uint16) Result {
+	return z.LookupMax(qname, qtype, MaxRecords)
+}
+
+// LookupMax is Lookup with at most maxRecords records in the answer and as
+// many in the additional section: no more than the transport can carry
+// are made. Every answer is read from what the Index computed when the
+// Service changed; no query holds a lock while it answers.
+func (z Zone) LookupMax(qname string, qtype uint16, maxRecords int) Result {
 	lower := strings.ToLower(dns.Fqdn(qname))
 	rel := strings.TrimSuffix(strings.TrimSuffix(lower, z.Origin), ".")
 	var labels []string
@@ -69,9 +80,14 @@ func (z Zone) Lookup(qname string, qtype uint16) Result {
 	for i, j := 0, len(labels)-1; i < j; i, j = i+1, j-1 {
 		labels[i], labels[j] = labels[j], labels[i]
 	}
-	z.Index.mu.RLock()
-	defer z.Index.mu.RUnlock()
-	q := query{z: z, name: dns.Fqdn(qname), qtype: qtype}
+	var k key
+	if len(labels) >= 3 {
+		k = key{labels[1], labels[2]}
+	} else if len(labels) == 2 {
+		k = key{ns: labels[1]}
+	}
+	s, namespace, anyService, serial := z.Index.read(k)
+	q := query{z: z, name: dns.Fqdn(qname), qtype: qtype, serial: serial, max: max(maxRecords, 1)}
 	switch {
 	case len(labels) == 0:
 		return q.apex()
@@ -82,18 +98,16 @@ func (z Zone) Lookup(qname string, qtype uint16) Result {
 	case labels[0] != "svc" || len(labels) > 5:
 		return q.nxdomain()
 	case len(labels) == 1:
-		return q.exists(len(z.Index.namespaces) > 0)
+		return q.exists(anyService)
 	case len(labels) == 2:
-		return q.exists(z.Index.namespaces[labels[1]] > 0)
+		return q.exists(namespace)
 	}
-	k := key{labels[1], labels[2]}
-	s := z.Index.services[k]
-	if s == nil || !s.exists() {
+	if !s.exists() {
 		return q.nxdomain()
 	}
 	switch len(labels) {
 	case 3:
-		return q.addresses(s.addrs)
+		return q.service(k, s)
 	case 4:
 		return q.below(s, labels[3])
 	default:
@@ -101,11 +115,14 @@ func (z Zone) Lookup(qname string, qtype uint16) Result {
 	}
 }
 
-// query is one question being answered; the Index is read-locked.
+// query is one question being answered.
 type query struct {
-	z     Zone
-	name  string
-	qtype uint16
+	z      Zone
+	name   string
+	qtype  uint16
+	serial uint32
+	// max bounds the records of the answer, and of the additional section.
+	max int
 }
 
 func (q query) hdr(name string, t uint16) dns.RR_Header {
@@ -115,7 +132,7 @@ func (q query) hdr(name string, t uint16) dns.RR_Header {
 func (q query) soa() dns.RR {
 	return &dns.SOA{
 		Hdr: q.hdr(q.z.Origin, dns.TypeSOA), Ns: "ns.dns." + q.z.Origin, Mbox: "hostmaster." + q.z.Origin,
-		Serial: q.z.Index.serial, Refresh: 7200, Retry: 1800, Expire: 86400, Minttl: q.z.TTL,
+		Serial: q.serial, Refresh: 7200, Retry: 1800, Expire: 86400, Minttl: q.z.TTL,
 	}
 }
 
@@ -145,6 +162,14 @@ func (q query) answer(t uint16, rrs func() []dns.RR) Result {
 	return Result{Rcode: dns.RcodeSuccess, Answer: rrs()}
 }
 
+// result is an answer, NODATA when it holds no record.
+func (q query) result(answer, extra []dns.RR) Result {
+	if len(answer) == 0 {
+		return q.nodata()
+	}
+	return Result{Rcode: dns.RcodeSuccess, Answer: answer, Extra: extra}
+}
+
 func (q query) apex() Result {
 	if q.qtype == dns.TypeSOA {
 		return Result{Rcode: dns.RcodeSuccess, Answer: []dns.RR{q.soa()}}
@@ -152,28 +177,36 @@ func (q query) apex() Result {
 	return q.nodata()
 }
 
-// addrRRs returns the A or AAAA records of addrs at name, of the type
-// asked (both for ANY).
-func (q query) addrRRs(name string, addrs []netip.Addr) []dns.RR {
-	var out []dns.RR
+// addrRRs appends the A or AAAA records of addrs at name, of the type
+// asked (both for ANY and for the additional section, all), while out
+// holds fewer than q.max.
+func (q query) addrRRs(out []dns.RR, name string, addrs []netip.Addr, all bool) []dns.RR {
 	for _, a := range addrs {
+		if len(out) >= q.max {
+			break
+		}
 		switch {
-		case a.Is4() && (q.qtype == dns.TypeA || q.qtype == dns.TypeANY):
+		case a.Is4() && (all || q.qtype == dns.TypeA || q.qtype == dns.TypeANY):
 			out = append(out, &dns.A{Hdr: q.hdr(name, dns.TypeA), A: a.AsSlice()})
-		case a.Is6() && (q.qtype == dns.TypeAAAA || q.qtype == dns.TypeANY):
+		case a.Is6() && (all || q.qtype == dns.TypeAAAA || q.qtype == dns.TypeANY):
 			out = append(out, &dns.AAAA{Hdr: q.hdr(name, dns.TypeAAAA), AAAA: a.AsSlice()})
 		}
 	}
 	return out
 }
 
-// addresses answers A and AAAA at a name that exists: NODATA when it has
-// no address of the family asked.
-func (q query) addresses(addrs []netip.Addr) Result {
-	if rrs := q.addrRRs(q.name, addrs); len(rrs) > 0 {
-		return Result{Rcode: dns.RcodeSuccess, Answer: rrs}
+// service answers the name of a Service: its addresses, and SRV records
+// as cluster-local CoreDNS gives them at a Service's name, and as the MCS
+// conformance suite asks (see srv).
+func (q query) service(k key, s *service) Result {
+	var answer, extra []dns.RR
+	if q.qtype == dns.TypeA || q.qtype == dns.TypeAAAA || q.qtype == dns.TypeANY {
+		answer = q.addrRRs(answer, q.name, s.addrs, false)
 	}
-	return q.nodata()
+	if q.qtype == dns.TypeSRV || q.qtype == dns.TypeANY {
+		answer, extra = q.srv(answer, k, s, s.ports)
+	}
+	return q.result(answer, extra)
 }
 
 // below answers the names one label below a Service: _<protocol>, an
@@ -183,21 +216,13 @@ func (q query) addresses(addrs []netip.Addr) Result {
 func (q query) below(s *service, label string) Result {
 	if proto, ok := strings.CutPrefix(label, "_"); ok {
 		for _, p := range s.ports {
-			if p.Protocol == proto {
+			if p.Name != "" && p.Protocol == proto {
 				return q.nodata()
 			}
 		}
 		return q.nxdomain()
 	}
-	if !s.headless {
-		return q.nxdomain()
-	}
-	for _, e := range s.endpoints {
-		if e.cluster == label {
-			return q.nodata()
-		}
-	}
-	return q.nxdomain()
+	return q.exists(s.headless && s.hasCluster(label))
 }
 
 // leaf answers _<port>._<protocol>.<service> (SRV) and, for a headless
@@ -205,12 +230,16 @@ func (q query) below(s *service, label string) Result {
 func (q query) leaf(k key, s *service, first, second string) Result {
 	if proto, ok := strings.CutPrefix(first, "_"); ok {
 		name, ok := strings.CutPrefix(second, "_")
-		if !ok {
+		if !ok || name == "" {
 			return q.nxdomain()
 		}
 		for _, p := range s.ports {
 			if p.Protocol == proto && p.Name == name {
-				return q.answer(dns.TypeSRV, func() []dns.RR { return q.srv(k, s, p) })
+				if q.qtype != dns.TypeSRV && q.qtype != dns.TypeANY {
+					return q.nodata()
+				}
+				answer, extra := q.srv(nil, k, s, []Port{p})
+				return q.result(answer, extra)
 			}
 		}
 		return q.nxdomain()
@@ -218,16 +247,11 @@ func (q query) leaf(k key, s *service, first, second string) Result {
 	if !s.headless {
 		return q.nxdomain()
 	}
-	var addrs []netip.Addr
-	for _, e := range s.endpoints {
-		if e.cluster == first && e.host == second {
-			addrs = append(addrs, e.addr)
-		}
-	}
-	if len(addrs) == 0 {
+	i, ok := s.find(first, second)
+	if !ok {
 		return q.nxdomain()
 	}
-	return q.addresses(addrs)
+	return q.result(q.addrRRs(nil, q.name, s.targets[i].addrs, false), nil)
 }
 
 // serviceName is <service>.<ns>.svc.<zone>.
@@ -235,46 +259,69 @@ func (q query) serviceName(k key) string {
 	return k.name + "." + k.ns + ".svc." + q.z.Origin
 }
 
-// srv returns the SRV records of a named port: the Service's name for a
-// ClusterSetIP Service, each ready endpoint's name for a headless one,
-// with the port its endpoints serve it on.
-func (q query) srv(k key, s *service, p Port) []dns.RR {
-	if !s.headless {
-		return []dns.RR{&dns.SRV{Hdr: q.hdr(q.name, dns.TypeSRV), Priority: 0, Weight: 100, Port: uint16(p.Port), Target: q.serviceName(k)}}
+// srv appends the SRV records of ports to answer, and returns the
+// addresses of their targets for the additional section. The target of a
+// ClusterSetIP Service is its name; those of a headless one are its ready
+// endpoints' names, each with the port its endpoints serve the port on.
+// Records that would be equal (two ports of one number, such as the TCP
+// and UDP ports of a DNS server) are one: an SRV record holds no
+// protocol.
+func (q query) srv(answer []dns.RR, k key, s *service, ports []Port) ([]dns.RR, []dns.RR) {
+	var extra []dns.RR
+	svc := q.serviceName(k)
+	record := func(target string, port int32) *dns.SRV {
+		return &dns.SRV{Hdr: q.hdr(q.name, dns.TypeSRV), Priority: 0, Weight: 100, Port: uint16(port), Target: target}
 	}
-	var out []dns.RR
-	seen := map[string]bool{}
-	for _, e := range s.endpoints {
-		target := e.host + "." + e.cluster + "." + q.serviceName(k)
-		if seen[target] {
-			continue
-		}
-		seen[target] = true
-		port := p.Port
-		for _, ep := range e.ports {
-			if ep.Name == p.Name && ep.Protocol == p.Protocol {
-				port = ep.Port
+	if !s.headless {
+		seen := map[int32]bool{}
+		for _, p := range ports {
+			if len(answer) >= q.max {
+				break
+			}
+			if !seen[p.Port] {
+				seen[p.Port] = true
+				answer = append(answer, record(svc, p.Port))
 			}
 		}
-		out = append(out, &dns.SRV{Hdr: q.hdr(q.name, dns.TypeSRV), Priority: 0, Weight: 100, Port: uint16(port), Target: target})
+		return answer, q.addrRRs(extra, svc, s.addrs, true)
 	}
-	return out
+	for i := range s.targets {
+		if len(answer) >= q.max {
+			break
+		}
+		t := &s.targets[i]
+		name := t.name() + "." + svc
+		added := false
+		var seen [4]int32 // the ports of this target so far, most often one
+		used := seen[:0]
+		for _, p := range ports {
+			if len(answer) >= q.max {
+				break
+			}
+			n := endpointPort(t, p)
+			if slices.Contains(used, n) {
+				continue
+			}
+			used = append(used, n)
+			answer = append(answer, record(name, n))
+			added = true
+		}
+		if added {
+			extra = q.addrRRs(extra, name, t.addrs, true)
+		}
+	}
+	return answer, extra
 }
 
-// Extra returns the A and AAAA records of the targets of SRV records, for
-// the additional section.
-func (z Zone) Extra(answer []dns.RR) []dns.RR {
-	var out []dns.RR
-	for _, rr := range answer {
-		srv, ok := rr.(*dns.SRV)
-		if !ok {
-			continue
-		}
-		for _, t := range []uint16{dns.TypeA, dns.TypeAAAA} {
-			out = append(out, z.Lookup(srv.Target, t).Answer...)
+// endpointPort is the port a target serves a Service's port on: the one of
+// its slice with the same name and protocol, or the Service's.
+func endpointPort(t *target, p Port) int32 {
+	for _, ep := range t.ports {
+		if ep.Name == p.Name && ep.Protocol == p.Protocol {
+			return ep.Port
 		}
 	}
-	return out
+	return p.Port
 }
 
 // Reverse answers a PTR question for the address of a ready endpoint of a
@@ -288,18 +335,26 @@ func (z Zone) Reverse(qname string) (rrs []dns.RR, ok bool) {
 	if !ok {
 		return nil, false
 	}
-	z.Index.mu.RLock()
-	defer z.Index.mu.RUnlock()
-	byService := z.Index.reverse[a]
-	if len(byService) == 0 {
+	first := ""
+	for _, k := range z.Index.reversed(a) {
+		s, _, _, _ := z.Index.read(k)
+		if s == nil || !s.headless {
+			continue
+		}
+		for i := range s.targets {
+			t := &s.targets[i]
+			if !slices.Contains(t.addrs, a) {
+				continue
+			}
+			if name := t.name() + "." + k.name + "." + k.ns + ".svc."; first == "" || name < first {
+				first = name
+			}
+		}
+	}
+	if first == "" {
 		return nil, false
 	}
-	var names []string
-	for _, ns := range byService {
-		names = append(names, ns...)
-	}
-	sort.Strings(names)
-	return []dns.RR{&dns.PTR{Hdr: dns.RR_Header{Name: dns.Fqdn(qname), Rrtype: dns.TypePTR, Class: dns.ClassINET, Ttl: z.TTL}, Ptr: names[0] + z.Origin}}, true
+	return []dns.RR{&dns.PTR{Hdr: dns.RR_Header{Name: dns.Fqdn(qname), Rrtype: dns.TypePTR, Class: dns.ClassINET, Ttl: z.TTL}, Ptr: first + z.Origin}}, true
 }
 
 // reverseAddr parses a complete in-addr.arpa or ip6.arpa name.

@@ -329,6 +329,32 @@ func TestDiscoveredEndpoints(t *testing.T) {
 				warnings: []warning{{"a", ReasonNATWithoutKeepalive}},
 			},
 		},
+		"LeadersAgree": {
+			reason: "Two leaders of b that recorded the same endpoint of a1's key agree: it is used.",
+			a1:     nodeA1(),
+			b1:     nodeB1(discovered(discoveredJSON(testKey(1), "192.0.2.7", 40000))),
+			bNodes: []kubev1alpha1.ObservedNode{
+				leaderNode("b2", "10.2.2.0/24", "10.42.0.2/16", 102, "198.51.100.2", discovered(discoveredJSON(testKey(1), "192.0.2.7", 40000))),
+			},
+			want: want{
+				inB:      wantPeer("a", "a1", 1, ipEndpoint("192.0.2.7", 40000), "10.1.1.0/24", "10.41.0.1/32"),
+				inC:      wantPeer("a", "a1", 1, own, "10.1.1.0/24", "10.41.0.1/32"),
+				warnings: []warning{{"a", ReasonNATWithoutKeepalive}},
+			},
+		},
+		"LeadersDisagree": {
+			reason: "Two leaders of b recorded different endpoints of a1's key: each is its node owner's word, and neither is taken over the other; the Peer keeps its own endpoint, and b is warned.",
+			a1:     nodeA1(),
+			b1:     nodeB1(discovered(discoveredJSON(testKey(1), "192.0.2.7", 40000))),
+			bNodes: []kubev1alpha1.ObservedNode{
+				leaderNode("b2", "10.2.2.0/24", "10.42.0.2/16", 102, "198.51.100.2", discovered(discoveredJSON(testKey(1), "192.0.2.66", 9))),
+			},
+			want: want{
+				inB:      wantPeer("a", "a1", 1, own, "10.1.1.0/24", "10.41.0.1/32"),
+				inC:      wantPeer("a", "a1", 1, own, "10.1.1.0/24", "10.41.0.1/32"),
+				warnings: []warning{{"b", ReasonDiscoveredEndpointsDisagree}},
+			},
+		},
 		"NATWithKeepalive": {
 			reason: "A leader reached through NAT that sends keepalives (its own kilo.squat.ai/persistent-keepalive) is not reported.",
 			a1:     nodeA1(nodeKeepalive("25")),
@@ -409,12 +435,20 @@ func TestHandshakes(t *testing.T) {
 		reason    string
 		keepalive int32
 		b1        kubev1alpha1.ObservedNode
+		bNodes    []kubev1alpha1.ObservedNode
 		want      *meshv1alpha1.Handshakes
 	}{
 		"OneOfTwo": {
 			reason:    "b1 recorded a handshake with a1, not with c1: one of the two Peers in b.",
 			keepalive: 25,
 			b1:        nodeB1(discovered(discoveredJSON(testKey(1), "192.0.2.7", 40000))),
+			want:      &meshv1alpha1.Handshakes{Seen: 1, Peers: 2},
+		},
+		"Disputed": {
+			reason:    "Two leaders of b recorded a handshake with a1 at different endpoints: the endpoint is disputed, the handshake each claims is counted, once.",
+			keepalive: 25,
+			b1:        nodeB1(discovered(discoveredJSON(testKey(1), "192.0.2.7", 40000))),
+			bNodes:    []kubev1alpha1.ObservedNode{leaderNode("b2", "10.2.2.0/24", "10.42.0.2/16", 102, "198.51.100.2", discovered(discoveredJSON(testKey(1), "192.0.2.66", 9)))},
 			want:      &meshv1alpha1.Handshakes{Seen: 1, Peers: 2},
 		},
 		"NoRecord": {
@@ -436,7 +470,7 @@ func TestHandshakes(t *testing.T) {
 			}
 			p, err := Do(meshInput([]meshv1alpha1.Cluster{a, clusterB(), clusterC()}, map[string]*Observation{
 				"a": observation(nodeA1()),
-				"b": observation(tc.b1),
+				"b": observation(append([]kubev1alpha1.ObservedNode{tc.b1}, tc.bNodes...)...),
 				"c": observation(leaderNode("c1", "10.3.1.0/24", "10.43.0.1/16", 201, "198.51.100.201")),
 			}))
 			if err != nil {

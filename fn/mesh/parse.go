@@ -8,12 +8,12 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"unicode/utf8"
 
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	kilov1alpha1 "github.com/kilomesh/kilomesh/apis/kilo/v1alpha1"
 	kubev1alpha1 "github.com/kilomesh/kilomesh/apis/kube/v1alpha1"
+	"github.com/kilomesh/kilomesh/internal/safetext"
 )
 
 // Parsers of the values the planner reads from the ClusterMesh spec and from
@@ -443,27 +443,10 @@ func kiloInternalIP(k *kubev1alpha1.KiloAnnotations) (netip.Addr, bool) {
 const maxQuoted = 80
 
 // Truncate cuts s to at most n bytes on a character boundary, marking the
-// cut with an ellipsis, and replaces invalid UTF-8: the result can always
-// be marshalled into status, events and results.
-func Truncate(s string, n int) string {
-	if !utf8.ValidString(s) {
-		s = strings.ToValidUTF8(s, "\uFFFD")
-	}
-	if len(s) <= n {
-		return s
-	}
-	const ellipsis = "..."
-	cut := n - len(ellipsis)
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	if cut < 0 {
-		cut = 0
-	}
-	return s[:cut] + ellipsis
-}
+// cut: safetext.Truncate, which every component cuts with.
+func Truncate(s string, n int) string { return safetext.Truncate(s, n) }
 
 // quote quotes a value read from a Node, cut to a readable length.
 func quote(s string) string {
-	return strconv.Quote(Truncate(s, maxQuoted))
+	return strconv.Quote(safetext.Truncate(s, maxQuoted))
 }

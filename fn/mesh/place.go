@@ -13,6 +13,7 @@ import (
 	kilov1alpha1 "github.com/kilomesh/kilomesh/apis/kilo/v1alpha1"
 	kubev1alpha1 "github.com/kilomesh/kilomesh/apis/kube/v1alpha1"
 	meshv1alpha1 "github.com/kilomesh/kilomesh/apis/mesh/v1alpha1"
+	"github.com/kilomesh/kilomesh/internal/safetext"
 )
 
 // maxForeignRoutes is how many routes of the Peers a member holds that the
@@ -23,8 +24,12 @@ const maxForeignRoutes = 16384
 
 // target is what a cluster knows of itself as a receiver of Peers.
 type target struct {
-	sc         *sourceCluster
+	sc *sourceCluster
+	// discovered are the endpoints the target's leaders learned from
+	// handshakes, of the keys they agree on; disputed the keys for which
+	// two of its leaders recorded different endpoints.
 	discovered map[[kilov1alpha1.KeyLen]byte]Endpoint
+	disputed   map[[kilov1alpha1.KeyLen]byte]bool
 	foreignKey map[[kilov1alpha1.KeyLen]byte]string
 	foreignNam map[string]bool
 	// routes of the Peers the mesh does not own, indexed, with the Peer
@@ -46,22 +51,31 @@ func (p *planner) newTarget(sc *sourceCluster) *target {
 	// Only a segment leader runs WireGuard towards the other members'
 	// Peers, so only what a leader learned from a handshake is believed: any
 	// other node of the target could write anything in its annotation.
+	claims := map[[kilov1alpha1.KeyLen]byte][]claim{}
 	for _, s := range sc.segments {
-		p.readDiscovered(t, s.leader)
+		p.readDiscovered(t, s.leader, claims)
 	}
+	p.settleDiscovered(t, claims)
 	if sc.obs != nil {
 		t.readForeign(sc.obs.ForeignPeers)
 		if sc.obs.ForeignPeersIncomplete != "" {
-			t.incomplete = "provider-kilomesh published only part of them: " + Truncate(sc.obs.ForeignPeersIncomplete, maxQuoted)
+			t.incomplete = "provider-kilomesh published only part of them: " + safetext.Message(sc.obs.ForeignPeersIncomplete, maxQuoted)
 		}
 	}
 	t.routes = newPrefixIndex(t.routeList)
 	return t
 }
 
-// readDiscovered adds the endpoints a leader of the target learned from
-// handshakes; the first leader by name that knows a key wins.
-func (p *planner) readDiscovered(t *target, n *node) {
+// A claim is what one leader of a target says it learned of a key from a
+// handshake.
+type claim struct {
+	leader   string
+	endpoint Endpoint
+}
+
+// readDiscovered reads the endpoints a leader of the target learned from
+// handshakes into claims.
+func (p *planner) readDiscovered(t *target, n *node, claims map[[kilov1alpha1.KeyLen]byte][]claim) {
 	v := n.kilo.DiscoveredEndpoints
 	if v == "" {
 		return
@@ -72,9 +86,40 @@ func (p *planner) readDiscovered(t *target, n *node) {
 		return
 	}
 	for k, e := range d {
-		if _, ok := t.discovered[k]; !ok {
-			t.discovered[k] = e
+		claims[k] = append(claims[k], claim{leader: n.obs.Name, endpoint: e})
+	}
+}
+
+// settleDiscovered believes an endpoint of a key that the target's leaders
+// agree on. Each leader's word is its node owner's, which kilomesh cannot
+// check: where two leaders recorded different endpoints, neither is taken
+// over the other, the Peer keeps its own endpoint, and the mesh says so.
+// (Kilo itself lets each leader dial what it learned; the Peer kilomesh
+// writes is one for all of them.)
+func (p *planner) settleDiscovered(t *target, claims map[[kilov1alpha1.KeyLen]byte][]claim) {
+	for k, cs := range claims {
+		agree := true
+		for _, c := range cs[1:] {
+			agree = agree && c.endpoint == cs[0].endpoint
 		}
+		if agree {
+			t.discovered[k] = cs[0].endpoint
+			continue
+		}
+		if t.disputed == nil {
+			t.disputed = map[[kilov1alpha1.KeyLen]byte]bool{}
+		}
+		t.disputed[k] = true
+		sort.Slice(cs, func(i, j int) bool { return cs[i].leader < cs[j].leader })
+		words := make([]string, 0, 2)
+		for _, c := range cs[:2] {
+			words = append(words, c.leader+" "+netip.AddrPortFrom(c.endpoint.IP, c.endpoint.Port).String())
+		}
+		if len(cs) > 2 {
+			words = append(words, fmt.Sprintf("%d more", len(cs)-2))
+		}
+		p.problem(t.sc.spec.Name, ReasonDiscoveredEndpointsDisagree,
+			fmt.Sprintf("key %s: %s", kilov1alpha1.EncodeKey(k), strings.Join(words, ", ")))
 	}
 }
 
@@ -269,7 +314,7 @@ func sameSlice(a, b []string) bool {
 // countHandshakes counts the Peers written into a target that its leaders
 // recorded a handshake with (Kilo records only Peers with a keepalive).
 func (p *planner) countHandshakes(t *target, peers []*kilov1alpha1.Peer) {
-	if len(t.discovered) == 0 {
+	if len(t.discovered) == 0 && len(t.disputed) == 0 {
 		return
 	}
 	h := &meshv1alpha1.Handshakes{}
@@ -279,7 +324,7 @@ func (p *planner) countHandshakes(t *target, peers []*kilov1alpha1.Peer) {
 		}
 		h.Peers++
 		if k, ok := kilov1alpha1.ParseKey(peer.Spec.PublicKey); ok {
-			if _, seen := t.discovered[k]; seen {
+			if _, seen := t.discovered[k]; seen || t.disputed[k] {
 				h.Seen++
 			}
 		}

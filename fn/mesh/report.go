@@ -8,6 +8,7 @@ import (
 
 	kubev1alpha1 "github.com/kilomesh/kilomesh/apis/kube/v1alpha1"
 	meshv1alpha1 "github.com/kilomesh/kilomesh/apis/mesh/v1alpha1"
+	"github.com/kilomesh/kilomesh/internal/safetext"
 )
 
 // Reasons of problems that leave nodes in the mesh but change or withhold
@@ -56,6 +57,10 @@ const (
 	ReasonNATWithoutKeepalive = "NATWithoutKeepalive"
 	// ReasonMoreWarnings sums up the warnings of a plan past maxWarnings.
 	ReasonMoreWarnings = "MoreWarnings"
+	// ReasonDiscoveredEndpointsDisagree: two leaders of a member recorded
+	// different endpoints of one key in kilo.squat.ai/discovered-endpoints;
+	// the Peer of that key keeps its own endpoint there.
+	ReasonDiscoveredEndpointsDisagree = "DiscoveredEndpointsDisagree"
 )
 
 // Bounds of what the status and the warnings say. Node names, annotation
@@ -109,33 +114,34 @@ func (p *planner) report() {
 	p.bound()
 }
 
-// bound cuts every text of the status and the warnings on a character
-// boundary, and bounds the number of warnings.
+// bound sanitises every text of the status and the warnings (node owners
+// and members write part of them) and cuts it on a character boundary, and
+// bounds the number of warnings.
 func (p *planner) bound() {
 	for i := range p.plan.Status.Clusters {
 		c := &p.plan.Status.Clusters[i]
-		c.Message = Truncate(c.Message, maxWarningBytes)
+		c.Message = safetext.Message(c.Message, maxWarningBytes)
 		for j := range c.Skipped {
 			s := &c.Skipped[j]
-			s.Node, s.Message = Truncate(s.Node, maxNameBytes), Truncate(s.Message, maxMessageBytes)
+			s.Node, s.Message = safetext.Message(s.Node, maxNameBytes), safetext.Message(s.Message, maxMessageBytes)
 		}
 		for j := range c.Conflicts {
 			x := &c.Conflicts[j]
-			x.Peer, x.Message = Truncate(x.Peer, maxNameBytes), Truncate(x.Message, maxMessageBytes)
+			x.Peer, x.Message = safetext.Message(x.Peer, maxNameBytes), safetext.Message(x.Message, maxMessageBytes)
 		}
 	}
 	for i := range p.plan.Warnings {
-		p.plan.Warnings[i].Message = Truncate(p.plan.Warnings[i].Message, maxWarningBytes)
+		p.plan.Warnings[i].Message = safetext.Message(p.plan.Warnings[i].Message, maxWarningBytes)
 	}
 	if n := len(p.plan.Warnings); n > maxWarnings {
 		p.plan.Warnings = append(p.plan.Warnings[:maxWarnings-1], Warning{Reason: ReasonMoreWarnings,
 			Message: fmt.Sprintf("%d more warnings of this mesh are not given; its status lists what each member skipped and what is in the way", n-maxWarnings+1)})
 	}
 	for i := range p.plan.Pending {
-		p.plan.Pending[i] = Truncate(p.plan.Pending[i], maxMessageBytes)
+		p.plan.Pending[i] = safetext.Message(p.plan.Pending[i], maxMessageBytes)
 	}
 	for m, msg := range p.plan.Withheld {
-		p.plan.Withheld[m] = Truncate(msg, maxMessageBytes)
+		p.plan.Withheld[m] = safetext.Message(msg, maxMessageBytes)
 	}
 }
 
@@ -228,6 +234,7 @@ var problemHeadlines = map[string]string{
 	ReasonNodeNotLeader:               "nodes that carry kilo.squat.ai/wireguard-ip but do not lead, routed as members",
 	ReasonAnnotationInvalid:           "annotations that do not parse, ignored",
 	ReasonNATWithoutKeepalive:         "leaders reached through NAT that send no keepalives: set kilo.squat.ai/persistent-keepalive on them",
+	ReasonDiscoveredEndpointsDisagree: "leaders that recorded different endpoints of one key from handshakes: neither is believed, the Peer keeps its own endpoint",
 }
 
 // conflictWarnings warns once per kind of conflict with foreign Peers in a

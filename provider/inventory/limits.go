@@ -23,6 +23,7 @@ import (
 	"unicode/utf8"
 
 	kilov1alpha1 "github.com/kilomesh/kilomesh/apis/kilo/v1alpha1"
+	"github.com/kilomesh/kilomesh/internal/safetext"
 )
 
 // The most bytes of each published value. Node data is written by whoever
@@ -166,46 +167,13 @@ var Fields = []Field{
 	{Annotation: kilov1alpha1.AnnotationLocation, Max: MaxLocationBytes},
 }
 
-// Cut returns s as valid UTF-8 of at most max bytes. Invalid bytes become
-// U+FFFD, and a cut never splits a character: what is published must
-// survive JSON and protobuf encoding unchanged.
-func Cut(s string, maxBytes int) string {
-	s = strings.ToValidUTF8(s, string(utf8.RuneError))
-	return s[:cutAt(s, maxBytes)]
-}
+// Cut returns s as valid UTF-8 of at most maxBytes bytes, cut on a
+// character boundary: safetext.Cut, which every component cuts with.
+func Cut(s string, maxBytes int) string { return safetext.Cut(s, maxBytes) }
 
-// cutAt returns the length of the longest start of the valid UTF-8 s that
-// holds whole characters only and at most max bytes.
-func cutAt(s string, maxBytes int) int {
-	if len(s) <= maxBytes {
-		return len(s)
-	}
-	end := 0
-	for i, r := range s {
-		n := i + utf8.RuneLen(r)
-		if n > maxBytes {
-			break
-		}
-		end = n
-	}
-	return end
-}
-
-// CutList returns a comma-separated list as valid UTF-8 of at most max
-// bytes, made of whole elements only: an element that lost its last
-// characters could still parse, as another value (a prefix that lost a
-// digit of its length is a wider one).
-func CutList(s string, maxBytes int) string {
-	s = strings.ToValidUTF8(s, string(utf8.RuneError))
-	end := cutAt(s, maxBytes)
-	if end == len(s) || s[end] == ',' {
-		return s[:end]
-	}
-	if i := strings.LastIndexByte(s[:end], ','); i >= 0 {
-		return s[:i]
-	}
-	return ""
-}
+// CutList returns a comma-separated list as valid UTF-8 of at most
+// maxBytes bytes, made of whole elements only: safetext.CutList.
+func CutList(s string, maxBytes int) string { return safetext.CutList(s, maxBytes) }
 
 // Reasons collects the bounds reached while reading, each once, in the
 // order they were first reached.

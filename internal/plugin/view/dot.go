@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/kilomesh/kilomesh/fn/mesh"
+	"github.com/kilomesh/kilomesh/internal/safetext"
 )
 
 // Edges says how the Peers of a mesh are drawn.
@@ -513,9 +513,11 @@ func quoteLeft(lines []string) string {
 }
 
 // escape escapes the text of a DOT string, its line breaks written as br.
+// Control characters are escaped by safetext first: Graphviz would pass
+// them into SVG, where XML forbids them, and to a terminal.
 func escape(s, br string) string {
 	var b strings.Builder
-	for _, c := range s {
+	for _, c := range safetext.SanitizeLines(s) {
 		switch c {
 		case '"':
 			b.WriteString(`\"`)
@@ -523,7 +525,8 @@ func escape(s, br string) string {
 			b.WriteString(`\\`)
 		case '\n':
 			b.WriteString(br)
-		case '\r':
+		case '\t':
+			b.WriteByte(' ')
 		default:
 			b.WriteRune(c)
 		}
@@ -531,12 +534,13 @@ func escape(s, br string) string {
 	return b.String()
 }
 
-// html escapes text for a Graphviz HTML-like label.
+// html escapes text for a Graphviz HTML-like label, control characters
+// first (see escape).
 func html(s string) string {
-	return strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;", `"`, "&quot;", "\n", " ").Replace(cut(s, maxLabel))
+	return strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;", `"`, "&quot;").Replace(cut(safetext.Sanitize(strings.ReplaceAll(s, "\n", " ")), maxLabel))
 }
 
 // cut shortens a text quoted into the picture.
 func cut(s string, n int) string {
-	return mesh.Truncate(s, n)
+	return safetext.Truncate(s, n)
 }

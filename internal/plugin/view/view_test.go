@@ -110,6 +110,10 @@ func TestQuote(t *testing.T) {
 		"Quotes":     {reason: "A quote in a name written by anyone cannot end the DOT string.", in: `a"b`, want: `"a\"b"`},
 		"Backslash":  {reason: "A backslash is escaped, so it never forms a DOT escape such as \\l.", in: `a\lb`, want: `"a\\lb"`},
 		"LineBreaks": {reason: "Line breaks become DOT's centred breaks.", in: "a\nb", want: `"a\nb"`},
+		"Controls": {
+			reason: "Control characters from members and nodes are escaped before Graphviz sees them: XML forbids them in SVG, and a terminal acts on them in DOT.",
+			in:     "a\x1b[2J\rb\u009b\u202e", want: `"a\\u001b[2J\\u000db\\u009b\\u202e"`,
+		},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -125,6 +129,9 @@ func TestHTML(t *testing.T) {
 	want := "&lt;b&gt;&amp;&quot;x&quot;&lt;/b&gt;"
 	if got != want {
 		t.Errorf("html(...): markup in node data must be escaped in HTML-like labels: want %q, got %q", want, got)
+	}
+	if got, want := html("a\x1b[2J\nb"), `a\u001b[2J b`; got != want {
+		t.Errorf("html(...): control characters must be escaped, line breaks made spaces: want %q, got %q", want, got)
 	}
 }
 

@@ -27,14 +27,23 @@ limitations under the License.
 // inventories and M PeerSets, so the series count is a small constant times
 // the number of members of all meshes (the formulas are in
 // docs/observability.md). No series names a node.
+//
+// A tenant of the management cluster can make NodeInventories and PeerSets
+// by hand, with any annotations and selector: the mesh and member labels
+// are exported only when they are valid names of a mesh and a member (else
+// empty), and the resources exported are bounded per mesh and in all,
+// shared fairly between namespaces, so that no tenant's resources can grow
+// a scrape without bound or push another tenant's series out.
 package metrics
 
 import (
 	"context"
+	"sort"
 	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	xpv2 "github.com/crossplane/crossplane/apis/v2/core/v2"
@@ -52,6 +61,22 @@ const (
 )
 
 var labels = []string{"namespace", "name", "mesh", "member"}
+
+// Bounds on the resources whose series are exported, of each kind
+// (NodeInventories, PeerSets). A mesh composes one of each per member; a
+// resource made by hand counts where its labels say. Each resource has 7
+// series, so this collector exports at most 7 x 2 x MaxResources series
+// (57,344), and 7 x 2 x MaxResourcesPerMesh for one mesh (3,584).
+const (
+	// MaxResourcesPerMesh is the most resources of a kind exported for one
+	// mesh, above the most members a mesh can have. The resources of a
+	// namespace that name no valid mesh count as those of one mesh.
+	MaxResourcesPerMesh = 256
+	// MaxResources is the most resources of a kind exported in all. Past
+	// it, each namespace gets an equal share, and a namespace that needs
+	// less leaves the rest to the others.
+	MaxResources = 4096
+)
 
 var (
 	descReachable = prometheus.NewDesc("kilomesh_inventory_reachable",
@@ -74,6 +99,8 @@ var (
 		append(append([]string(nil), labels...), "reason"), nil)
 	descSynced = prometheus.NewDesc("kilomesh_peerset_synced",
 		"1 while a PeerSet can write into its member (Synced=True), else 0.", labels, nil)
+	descOmitted = prometheus.NewDesc("kilomesh_provider_omitted_resources",
+		"NodeInventories and PeerSets, by kind, whose series are not exported: a mesh has more than 256 of a kind, or all meshes together more than 4096.", []string{"kind"}, nil)
 )
 
 // ApplyDuration is how long a PeerSet's reconcile took to write its changes
@@ -101,18 +128,28 @@ var problemReasons = []string{
 	v1alpha1.ReasonPeerRouteConflict, v1alpha1.ReasonPeerInvalid,
 }
 
+// The kinds kilomesh_provider_omitted_resources counts.
+const (
+	kindInventory = "NodeInventory"
+	kindPeerSet   = "PeerSet"
+)
+
 // A Collector reads NodeInventories and PeerSets at each scrape.
 type Collector struct {
 	reader client.Reader
+	// perMesh and total are MaxResourcesPerMesh and MaxResources.
+	perMesh, total int
 }
 
 // NewCollector returns a collector that reads through r, the provider's
 // cache.
-func NewCollector(r client.Reader) *Collector { return &Collector{reader: r} }
+func NewCollector(r client.Reader) *Collector {
+	return &Collector{reader: r, perMesh: MaxResourcesPerMesh, total: MaxResources}
+}
 
 // Describe sends the descriptions of every metric.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descReachable, descCredentials, descNodes, descObserved, descIncomplete, descDesired, descApplied, descProblems, descSynced} {
+	for _, d := range []*prometheus.Desc{descReachable, descCredentials, descNodes, descObserved, descIncomplete, descDesired, descApplied, descProblems, descSynced, descOmitted} {
 		ch <- d
 	}
 }
@@ -123,20 +160,109 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	ctx := context.Background()
 	inventories := &v1alpha1.NodeInventoryList{}
 	if err := c.reader.List(ctx, inventories); err == nil {
+		rs := make([]resource[*v1alpha1.NodeInventory], len(inventories.Items))
 		for i := range inventories.Items {
-			collectInventory(ch, &inventories.Items[i])
+			ni := &inventories.Items[i]
+			rs[i] = resource[*v1alpha1.NodeInventory]{obj: ni, labels: seriesLabels(ni.GetNamespace(), ni.GetName(),
+				ni.GetAnnotations()[meshv1alpha1.AnnotationMeshName], member(ni.GetAnnotations(), prefixInventory))}
 		}
+		kept, omitted := bound(rs, c.perMesh, c.total)
+		for _, r := range kept {
+			collectInventory(ch, r.obj, r.labels)
+		}
+		gauge(ch, descOmitted, float64(omitted), kindInventory)
 	}
 	sets := &v1alpha1.PeerSetList{}
 	if err := c.reader.List(ctx, sets); err == nil {
+		rs := make([]resource[*v1alpha1.PeerSet], len(sets.Items))
 		for i := range sets.Items {
-			collectPeerSet(ch, &sets.Items[i])
+			ps := &sets.Items[i]
+			rs[i] = resource[*v1alpha1.PeerSet]{obj: ps, labels: seriesLabels(ps.GetNamespace(), ps.GetName(),
+				ps.Spec.ForProvider.Selector[meshv1alpha1.LabelMesh], member(ps.GetAnnotations(), prefixPeerSet))}
 		}
+		kept, omitted := bound(rs, c.perMesh, c.total)
+		for _, r := range kept {
+			collectPeerSet(ch, r.obj, r.labels)
+		}
+		gauge(ch, descOmitted, float64(omitted), kindPeerSet)
 	}
 }
 
-func collectInventory(ch chan<- prometheus.Metric, ni *v1alpha1.NodeInventory) {
-	l := []string{ni.GetNamespace(), ni.GetName(), ni.GetAnnotations()[meshv1alpha1.AnnotationMeshName], member(ni.GetAnnotations(), prefixInventory)}
+// A resource is one NodeInventory or PeerSet and the labels of its series.
+type resource[T any] struct {
+	obj    T
+	labels []string
+}
+
+// seriesLabels are the labels of a resource's series: its namespace and
+// name, which the API server bounds, and its mesh and member, which whoever
+// made the resource wrote. A mesh is a label value (the function writes it
+// as one), a member a DNS label: anything else is left empty.
+func seriesLabels(namespace, name, mesh, member string) []string {
+	if len(validation.IsValidLabelValue(mesh)) > 0 {
+		mesh = ""
+	}
+	if len(validation.IsDNS1123Label(member)) > 0 {
+		member = ""
+	}
+	return []string{namespace, name, mesh, member}
+}
+
+// bound keeps at most perMesh resources of each mesh of a namespace, and
+// at most total in all, shared fairly between namespaces: each namespace
+// gets an equal share of what is left, and one that needs less leaves the
+// rest to those that need more. The first by mesh and name are kept, so
+// every scrape keeps the same ones. It returns those kept, by namespace,
+// mesh and name, and how many were not.
+func bound[T any](in []resource[T], perMesh, total int) ([]resource[T], int) {
+	sort.Slice(in, func(i, j int) bool {
+		a, b := in[i].labels, in[j].labels
+		if a[0] != b[0] {
+			return a[0] < b[0]
+		}
+		if a[2] != b[2] {
+			return a[2] < b[2]
+		}
+		return a[1] < b[1]
+	})
+	// Each mesh's first perMesh, grouped by namespace.
+	var groups [][]resource[T]
+	for i := 0; i < len(in); {
+		ns := in[i].labels[0]
+		var g []resource[T]
+		for n := 0; i < len(in) && in[i].labels[0] == ns; i++ {
+			if i > 0 && in[i-1].labels[0] == ns && in[i-1].labels[2] != in[i].labels[2] {
+				n = 0
+			}
+			if n < perMesh {
+				g = append(g, in[i])
+			}
+			n++
+		}
+		groups = append(groups, g)
+	}
+	// Fair shares of total, the smallest needs first.
+	order := make([]int, len(groups))
+	for i := range order {
+		order[i] = i
+	}
+	sort.SliceStable(order, func(i, j int) bool { return len(groups[order[i]]) < len(groups[order[j]]) })
+	left := total
+	for k, i := range order {
+		share := left / (len(order) - k)
+		if len(groups[i]) > share {
+			groups[i] = groups[i][:share]
+		}
+		left -= len(groups[i])
+	}
+	out := make([]resource[T], 0, min(len(in), total))
+	for _, g := range groups {
+		out = append(out, g...)
+	}
+	return out, len(in) - len(out)
+}
+
+func collectInventory(ch chan<- prometheus.Metric, ni *v1alpha1.NodeInventory, l []string) {
 	at := &ni.Status.AtProvider
 	gauge(ch, descReachable, boolean(ni.GetCondition(xpv2.TypeSynced).Status == corev1.ConditionTrue), l...)
 	gauge(ch, descCredentials, boolean(ni.GetCondition(v1alpha1.TypeCredentialsAccepted).Status != corev1.ConditionFalse), l...)
@@ -148,8 +274,7 @@ func collectInventory(ch chan<- prometheus.Metric, ni *v1alpha1.NodeInventory) {
 	gauge(ch, descIncomplete, boolean(at.ForeignPeersIncomplete != ""), plus(l, "foreign_peers")...)
 }
 
-func collectPeerSet(ch chan<- prometheus.Metric, ps *v1alpha1.PeerSet) {
-	l := []string{ps.GetNamespace(), ps.GetName(), ps.Spec.ForProvider.Selector[meshv1alpha1.LabelMesh], member(ps.GetAnnotations(), prefixPeerSet)}
+func collectPeerSet(ch chan<- prometheus.Metric, ps *v1alpha1.PeerSet, l []string) {
 	at := &ps.Status.AtProvider
 	gauge(ch, descDesired, float64(at.Desired), l...)
 	gauge(ch, descApplied, float64(at.Applied), l...)

@@ -18,10 +18,13 @@ package metrics_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -35,10 +38,10 @@ import (
 	"github.com/kilomesh/kilomesh/provider/internal/testenv"
 )
 
-// TestCollector reads a NodeInventory and a PeerSet, as the function
-// composes them and the provider reports them, from a real API server, and
-// checks every series the provider exports of them.
-func TestCollector(t *testing.T) {
+// apiServer starts an API server with kilomesh's CRDs and namespace
+// network, and returns a client of it.
+func apiServer(t *testing.T) client.Client {
+	t.Helper()
 	if !testenv.Enabled() {
 		t.Skip("needs the API server binaries: " + testenv.AssetsVar)
 	}
@@ -58,10 +61,18 @@ func TestCollector(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx := context.Background()
-	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "network"}}); err != nil {
+	if err := c.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "network"}}); err != nil {
 		t.Fatal(err)
 	}
+	return c
+}
+
+// TestCollector reads a NodeInventory and a PeerSet, as the function
+// composes them and the provider reports them, from a real API server, and
+// checks every series the provider exports of them.
+func TestCollector(t *testing.T) {
+	c := apiServer(t)
+	ctx := context.Background()
 
 	composed := func(name, mesh string) metav1.ObjectMeta {
 		return metav1.ObjectMeta{Namespace: "network", Name: "mesh-" + name, Annotations: map[string]string{
@@ -114,6 +125,10 @@ kilomesh_inventory_nodes{member="cluster-a",mesh="mesh",name="mesh-inventory-clu
 # HELP kilomesh_inventory_reachable 1 while the member of a NodeInventory answers (Synced=True), else 0.
 # TYPE kilomesh_inventory_reachable gauge
 kilomesh_inventory_reachable{member="cluster-a",mesh="mesh",name="mesh-inventory-cluster-a",namespace="network"} 0
+# HELP kilomesh_provider_omitted_resources NodeInventories and PeerSets, by kind, whose series are not exported: a mesh has more than 256 of a kind, or all meshes together more than 4096.
+# TYPE kilomesh_provider_omitted_resources gauge
+kilomesh_provider_omitted_resources{kind="NodeInventory"} 0
+kilomesh_provider_omitted_resources{kind="PeerSet"} 0
 # HELP kilomesh_peerset_peers_applied The Peers a PeerSet holds in its member as desired.
 # TYPE kilomesh_peerset_peers_applied gauge
 kilomesh_peerset_peers_applied{member="cluster-b",mesh="mesh",name="mesh-peerset-cluster-b",namespace="network"} 3
@@ -141,5 +156,133 @@ kilomesh_peerset_synced{member="cluster-b",mesh="mesh",name="mesh-peerset-cluste
 	}
 	if n := testutil.CollectAndCount(col, "kilomesh_peerset_peers_desired"); n != 0 {
 		t.Errorf("after the PeerSet's deletion: %d series of kilomesh_peerset_peers_desired, want 0", n)
+	}
+}
+
+// A sample is one series of a scrape: its labels and its value.
+type sample struct {
+	labels map[string]string
+	value  float64
+}
+
+// gather scrapes a collector, and returns its series by metric name.
+func gather(t *testing.T, col prometheus.Collector) map[string][]sample {
+	t.Helper()
+	r := prometheus.NewPedanticRegistry()
+	r.MustRegister(col)
+	mfs, err := r.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string][]sample{}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			l := map[string]string{}
+			for _, lp := range m.GetLabel() {
+				l[lp.GetName()] = lp.GetValue()
+			}
+			out[mf.GetName()] = append(out[mf.GetName()], sample{labels: l, value: m.GetGauge().GetValue()})
+		}
+	}
+	return out
+}
+
+// TestCollectorHandMade pins that what a tenant writes on a NodeInventory
+// or a PeerSet it makes by hand becomes a label value only when it is a
+// valid mesh or member name: one such PeerSet and one NodeInventory, with a
+// selector and annotations of 100 KB, once made a scrape of 8 MB.
+func TestCollectorHandMade(t *testing.T) {
+	c := apiServer(t)
+	ctx := context.Background()
+	long := strings.Repeat("m", 100<<10)
+	ni := &v1alpha1.NodeInventory{ObjectMeta: metav1.ObjectMeta{Namespace: "network", Name: "hand-made", Annotations: map[string]string{
+		"crossplane.io/composition-resource-name": "inventory-" + long, "kilomesh.io/mesh-name": long,
+	}}}
+	ni.Spec.ProviderConfigReference = &xpv2.ProviderConfigReference{Kind: "ProviderConfig", Name: "cluster-a"}
+	if err := c.Create(ctx, ni); err != nil {
+		t.Fatal(err)
+	}
+	ps := &v1alpha1.PeerSet{ObjectMeta: metav1.ObjectMeta{Namespace: "network", Name: "hand-made", Annotations: map[string]string{
+		"crossplane.io/composition-resource-name": "peerset-Not_A_Member",
+	}}}
+	ps.Spec.ProviderConfigReference = &xpv2.ProviderConfigReference{Kind: "ProviderConfig", Name: "cluster-a"}
+	ps.Spec.ForProvider = v1alpha1.PeerSetParameters{Selector: map[string]string{"kilomesh.io/mesh": long + "\n# HELP forged"}}
+	if err := c.Create(ctx, ps); err != nil {
+		t.Fatal(err)
+	}
+	series := gather(t, metrics.NewCollector(c))
+	n := 0
+	for name, ss := range series {
+		for _, x := range ss {
+			l := x.labels
+			n++
+			for k, v := range l {
+				if len(v) > 253 {
+					t.Errorf("%s: label %s holds %d bytes, want at most 253", name, k, len(v))
+				}
+			}
+			if strings.HasPrefix(name, "kilomesh_inventory_") || strings.HasPrefix(name, "kilomesh_peerset_") {
+				if l["mesh"] != "" || l["member"] != "" || l["name"] != "hand-made" {
+					t.Errorf("%s: want the series of the hand-made resource with no mesh and no member, got %v", name, l)
+				}
+			}
+		}
+	}
+	if n == 0 {
+		t.Error("no series: the hand-made resources are still exported, without the labels they cannot have")
+	}
+}
+
+// TestCollectorBounds pins how many resources are exported: at most
+// perMesh of one mesh, at most total in all, shared fairly between
+// namespaces, so that a tenant with many resources cannot push another's
+// out; and how many were left out.
+func TestCollectorBounds(t *testing.T) {
+	c := apiServer(t)
+	ctx := context.Background()
+	// namespace: mesh: PeerSets.
+	made := map[string]map[string]int{
+		"big":   {"a": 8, "b": 8},
+		"mid":   {"d": 5},
+		"small": {"c": 2},
+	}
+	for ns, meshes := range made {
+		if ns != "network" {
+			if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for mesh, n := range meshes {
+			for i := range n {
+				ps := &v1alpha1.PeerSet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("%s-%02d", mesh, i), Annotations: map[string]string{
+					"crossplane.io/composition-resource-name": fmt.Sprintf("peerset-member-%02d", i),
+				}}}
+				ps.Spec.ProviderConfigReference = &xpv2.ProviderConfigReference{Kind: "ProviderConfig", Name: "m"}
+				ps.Spec.ForProvider = v1alpha1.PeerSetParameters{Selector: map[string]string{"kilomesh.io/mesh": mesh}}
+				if err := c.Create(ctx, ps); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+	}
+	col := metrics.NewCollector(c)
+	metrics.SetBounds(col, 3, 10)
+	series := gather(t, col)
+	got := map[string]int{}
+	for _, x := range series["kilomesh_peerset_synced"] {
+		got[x.labels["namespace"]+"/"+x.labels["mesh"]]++
+	}
+	// Each mesh keeps 3: big needs 6, mid 3, small 2, 11 in all. small and
+	// mid get what they need, big the 5 left: its first mesh whole.
+	want := map[string]int{"big/a": 3, "big/b": 2, "mid/d": 3, "small/c": 2}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("PeerSets exported by namespace/mesh: -want +got:\n%s", diff)
+	}
+	omitted := map[string]float64{}
+	for _, x := range series["kilomesh_provider_omitted_resources"] {
+		omitted[x.labels["kind"]] = x.value
+	}
+	if diff := cmp.Diff(map[string]float64{"NodeInventory": 0, "PeerSet": 13}, omitted); diff != "" {
+		t.Errorf("kilomesh_provider_omitted_resources by kind (23 PeerSets made, 10 exported): -want +got:\n%s", diff)
 	}
 }

@@ -24,7 +24,7 @@ import (
 
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
 
-	"github.com/kilomesh/kilomesh/provider/inventory"
+	"github.com/kilomesh/kilomesh/internal/safetext"
 )
 
 // Bounds on the responses of a member's API server, which may send
@@ -136,14 +136,31 @@ func (e *eventLimited) Read(p []byte) (int, error) {
 // said: it becomes a condition's message, an event and a log line.
 const MaxErrorBytes = 1024
 
-// CutError returns err with its text cut to MaxErrorBytes on a character
-// boundary, or err itself when it is short enough. The cut error still
-// unwraps to err, so that what it is can be told.
+// CutError returns err with its text sanitised (a member's API server may
+// send control characters, which would reach a terminal through an event
+// or a condition) and cut to MaxErrorBytes on a character boundary, or err
+// itself when its text needs neither. The cut error still unwraps to err,
+// so that what it is can be told.
 func CutError(err error) error {
-	if err == nil || len(err.Error()) <= MaxErrorBytes {
+	if err == nil {
+		return nil
+	}
+	text := err.Error()
+	msg := cutText(text)
+	if msg == text {
 		return err
 	}
-	return &cutError{err: err, msg: inventory.Cut(err.Error(), MaxErrorBytes-len(cutMark)) + cutMark}
+	return &cutError{err: err, msg: msg}
+}
+
+// cutText is the text of a member as an error carries it: sanitised, and
+// cut to MaxErrorBytes.
+func cutText(s string) string {
+	s = safetext.Sanitize(s)
+	if len(s) > MaxErrorBytes {
+		s = safetext.Cut(s, MaxErrorBytes-len(cutMark)) + cutMark
+	}
+	return s
 }
 
 // cutMark ends a cut error's text.

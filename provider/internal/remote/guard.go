@@ -354,10 +354,12 @@ func (gw *guardedWatch) filter(ev watch.Event, listing *bool) (watch.Event, bool
 		return ev, g.forget(ev.Object)
 	case watch.Error:
 		// client-go logs what the member says, and makes it an error.
-		if s, ok := ev.Object.(*metav1.Status); ok && len(s.Message) > MaxErrorBytes {
-			s = s.DeepCopy()
-			s.Message = inventory.Cut(s.Message, MaxErrorBytes-len(cutMark)) + cutMark
-			ev.Object = s
+		if s, ok := ev.Object.(*metav1.Status); ok {
+			if msg := cutText(s.Message); msg != s.Message {
+				s = s.DeepCopy()
+				s.Message = msg
+				ev.Object = s
+			}
 		}
 	case watch.Bookmark:
 		if m, err := meta.Accessor(ev.Object); err == nil && *listing && m.GetAnnotations()[initialEventsEnd] == "true" {

@@ -37,6 +37,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 
+	"github.com/kilomesh/kilomesh/internal/safetext"
 	"github.com/kilomesh/kilomesh/internal/testing/nodefixture"
 	"github.com/kilomesh/kilomesh/internal/testing/wait"
 )
@@ -326,4 +327,52 @@ func TestCutError(t *testing.T) {
 	if !strings.HasPrefix(got.Error(), "wrapped: ") || strings.ContainsRune(got.Error(), '\uFFFD') {
 		t.Errorf("CutError: the text is cut on a character boundary: %q", got.Error()[:20])
 	}
+}
+
+// TestCutErrorSanitises pins that what a member's API server says reaches
+// conditions, events and logs without control characters: an ESC sequence
+// in an error, short or long, or in a watch's error event, is escaped.
+func TestCutErrorSanitises(t *testing.T) {
+	const hostile = "\x1b[2J\x1b]0;owned\x07\u009b31m\x7f\r"
+	cases := map[string]struct {
+		reason string
+		err    error
+		long   bool
+	}{
+		"Short": {
+			reason: "A short error that holds control characters is escaped, and still tells what it is.",
+			err:    kerrors.NewForbidden(corev1.Resource("nodes"), "", errors.New(hostile)),
+		},
+		"Long": {
+			reason: "A long error is escaped, then cut: the escapes count in the bound.",
+			err:    kerrors.NewForbidden(corev1.Resource("nodes"), "", errors.New(strings.Repeat(hostile, 1<<12))),
+			long:   true,
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			got := CutError(tc.err)
+			if strings.ContainsFunc(got.Error(), safetext.Control) {
+				t.Errorf("\n%s\nCutError(...) = %q holds control characters", tc.reason, got.Error())
+			}
+			if !strings.Contains(got.Error(), `\u001b[2J`) {
+				t.Errorf("\n%s\nCutError(...) = %q: want the member's text escaped, not dropped", tc.reason, got.Error())
+			}
+			if n := len(got.Error()); n > MaxErrorBytes || tc.long != strings.HasSuffix(got.Error(), cutMark) {
+				t.Errorf("\n%s\nCutError(...): %d bytes, cut %t; want at most %d, cut %t", tc.reason, n, strings.HasSuffix(got.Error(), cutMark), MaxErrorBytes, tc.long)
+			}
+			if !kerrors.IsForbidden(got) {
+				t.Errorf("\n%s\nCutError(...): a sanitised error must still tell what it is", tc.reason)
+			}
+		})
+	}
+	t.Run("WatchError", func(t *testing.T) {
+		gw := &guardedWatch{g: newGuard("Nodes", Limits{Slim: func(o runtime.Object) runtime.Object { return o }}, func() {})}
+		listing := false
+		ev, _ := gw.filter(watch.Event{Type: watch.Error, Object: &metav1.Status{Message: "too old: " + hostile}}, &listing)
+		st, ok := ev.Object.(*metav1.Status)
+		if !ok || strings.ContainsFunc(st.Message, safetext.Control) || !strings.Contains(st.Message, "too old: ") {
+			t.Errorf("a watch's error event: want its message escaped, got %#v", ev.Object)
+		}
+	})
 }

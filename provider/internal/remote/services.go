@@ -18,8 +18,6 @@ package remote
 
 import (
 	"context"
-	"encoding/json"
-	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -35,6 +33,7 @@ import (
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
 
 	kubev1alpha1 "github.com/kilomesh/kilomesh/apis/kube/v1alpha1"
+	"github.com/kilomesh/kilomesh/internal/safetext"
 )
 
 // Bounds of the watches of one kind of object in one namespace of a
@@ -50,8 +49,40 @@ const (
 	// maxSliceEndpoints is the most endpoints kept of one EndpointSlice:
 	// the API server's own limit.
 	maxSliceEndpoints = 1000
-	// maxKeptLabel is the longest label value kept.
-	maxKeptLabel = 253
+	// maxKeptPorts is the most ports kept of a Service, an EndpointSlice
+	// or a ServiceImport.
+	maxKeptPorts = 256
+	// maxKeptConditions is the most conditions kept of a ServiceExport.
+	maxKeptConditions = 16
+	// maxKeptClusters is the most clusters kept of a ServiceImport's
+	// status.
+	maxKeptClusters = 1024
+)
+
+// The longest value of each string a slim object keeps: the API server's
+// own limit, so that a member's API server, which may send anything, gets
+// no more memory than an honest one could take. A kept string is a copy
+// of no more than its limit (see safetext.Cut), and what is kept is weighed
+// byte for byte (see weighSlim).
+const (
+	// maxLabelBytes is a DNS label's, a label value's, a namespace's, an
+	// endpoint's host name's and a port name's limit.
+	maxLabelBytes = 63
+	// maxSubdomainBytes is a DNS subdomain's limit: an object's name.
+	maxSubdomainBytes = 253
+	// maxQualifiedBytes is a qualified name's limit (a DNS subdomain, a
+	// slash, a label): a condition's type, an appProtocol.
+	maxQualifiedBytes = 317
+	// maxWordBytes bounds what the API holds to a few words: a protocol, a
+	// type, an IP family, a session affinity, a condition's status.
+	maxWordBytes = 64
+	// maxAddressBytes bounds an IP address (45 bytes at most) and a UID or
+	// resource version.
+	maxAddressBytes = 64
+	// maxReasonBytes is a condition's reason's limit.
+	maxReasonBytes = 1024
+	// maxMessageBytes is what is kept of a condition's message.
+	maxMessageBytes = 1024
 )
 
 const errFmtServiceKind = "cannot read %s in namespace %s"
@@ -167,20 +198,19 @@ func (c *Cluster) serviceFeed(kind, namespace string) (*feed, error) {
 		return nil, errors.Wrap(err, errNewClient)
 	}
 	var (
-		list  func() client.ObjectList
-		obj   runtime.Object
-		slim  func(runtime.Object) runtime.Object
-		weigh func(runtime.Object) int
+		list func() client.ObjectList
+		obj  runtime.Object
+		slim func(runtime.Object) runtime.Object
 	)
 	switch kind {
 	case KindServiceExport:
-		list, obj, slim, weigh = func() client.ObjectList { return &mcsv1beta1.ServiceExportList{} }, &mcsv1beta1.ServiceExport{}, slimExport, weighAny
+		list, obj, slim = func() client.ObjectList { return &mcsv1beta1.ServiceExportList{} }, &mcsv1beta1.ServiceExport{}, slimExport
 	case KindService:
-		list, obj, slim, weigh = func() client.ObjectList { return &corev1.ServiceList{} }, &corev1.Service{}, slimService, weighAny
+		list, obj, slim = func() client.ObjectList { return &corev1.ServiceList{} }, &corev1.Service{}, slimService
 	case KindEndpointSlice:
-		list, obj, slim, weigh = func() client.ObjectList { return &discoveryv1.EndpointSliceList{} }, &discoveryv1.EndpointSlice{}, slimSlice, weighSlice
+		list, obj, slim = func() client.ObjectList { return &discoveryv1.EndpointSliceList{} }, &discoveryv1.EndpointSlice{}, slimSlice
 	default:
-		list, obj, slim, weigh = func() client.ObjectList { return &mcsv1beta1.ServiceImportList{} }, &mcsv1beta1.ServiceImport{}, slimImport, weighAny
+		list, obj, slim = func() client.ObjectList { return &mcsv1beta1.ServiceImportList{} }, &mcsv1beta1.ServiceImport{}, slimImport
 	}
 	c.started.Add(1)
 	f := startFeed(c.ctx, feedConfig{
@@ -201,7 +231,7 @@ func (c *Cluster) serviceFeed(kind, namespace string) (*feed, error) {
 			Bytes:    maxServiceBytes,
 			PageSize: servicePageSize,
 			Slim:     slim,
-			Weigh:    weigh,
+			Weigh:    weighSlim,
 		},
 		differ:  changedBeyondVersion,
 		changed: func() { c.wake(kubev1alpha1.ServiceSyncKind) },
@@ -223,27 +253,61 @@ func slimAny(o any, slim func(runtime.Object) runtime.Object) any {
 }
 
 // slimMeta keeps the identity of an object and the labels of keptLabels.
+// Like every slim function it shares nothing with the object it reads: a
+// kept string is whole, or a copy of its start, a kept pointer points to
+// a copy, a kept slice is a new one. Whatever the object held is free once
+// it is slim.
 func slimMeta(m metav1.ObjectMeta) metav1.ObjectMeta {
 	out := metav1.ObjectMeta{
-		Name: m.Name, Namespace: m.Namespace, UID: m.UID, ResourceVersion: m.ResourceVersion,
-		Generation: m.Generation, CreationTimestamp: m.CreationTimestamp, DeletionTimestamp: m.DeletionTimestamp,
+		Name: cut(m.Name, maxSubdomainBytes), Namespace: cut(m.Namespace, maxLabelBytes),
+		UID: types.UID(cut(string(m.UID), maxAddressBytes)), ResourceVersion: cut(m.ResourceVersion, maxAddressBytes),
+		Generation: m.Generation, CreationTimestamp: m.CreationTimestamp,
+	}
+	if m.DeletionTimestamp != nil {
+		out.DeletionTimestamp = m.DeletionTimestamp.DeepCopy()
 	}
 	for _, k := range keptLabels {
 		if v, ok := m.Labels[k]; ok {
 			if out.Labels == nil {
 				out.Labels = map[string]string{}
 			}
-			out.Labels[k] = cutString(v, maxKeptLabel)
+			out.Labels[k] = cut(v, maxLabelBytes)
 		}
 	}
 	return out
 }
 
-func cutString(s string, n int) string {
-	if len(s) <= n {
-		return s
+// cut keeps at most n bytes of s, see safetext.Cut.
+func cut(s string, n int) string { return safetext.Cut(s, n) }
+
+// cutPtr keeps at most n bytes of what p points to, in a string of its own.
+func cutPtr(p *string, n int) *string {
+	if p == nil {
+		return nil
 	}
-	return strings.ToValidUTF8(s[:n], "")
+	v := cut(*p, n)
+	return &v
+}
+
+// copyPtr is a pointer to a copy of what p points to.
+func copyPtr[T any](p *T) *T {
+	if p == nil {
+		return nil
+	}
+	v := *p
+	return &v
+}
+
+// cutStrings keeps at most max strings of s, each cut to n bytes.
+func cutStrings[S ~string](s []S, maxItems, n int) []S {
+	if s == nil {
+		return nil
+	}
+	out := make([]S, 0, min(len(s), maxItems))
+	for _, x := range s[:min(len(s), maxItems)] {
+		out = append(out, S(cut(string(x), n)))
+	}
+	return out
 }
 
 // slimExport keeps a ServiceExport's identity, age and conditions.
@@ -253,12 +317,12 @@ func slimExport(obj runtime.Object) runtime.Object {
 		return obj
 	}
 	out := &mcsv1beta1.ServiceExport{ObjectMeta: slimMeta(e.ObjectMeta)}
-	for i, c := range e.Status.Conditions {
-		if i == 16 {
-			break
-		}
-		c.Message = cutString(c.Message, 1024)
-		out.Status.Conditions = append(out.Status.Conditions, c)
+	for _, c := range e.Status.Conditions[:min(len(e.Status.Conditions), maxKeptConditions)] {
+		out.Status.Conditions = append(out.Status.Conditions, metav1.Condition{
+			Type: cut(c.Type, maxQualifiedBytes), Status: metav1.ConditionStatus(cut(string(c.Status), maxWordBytes)),
+			ObservedGeneration: c.ObservedGeneration, LastTransitionTime: c.LastTransitionTime,
+			Reason: cut(c.Reason, maxReasonBytes), Message: cut(c.Message, maxMessageBytes),
+		})
 	}
 	return out
 }
@@ -270,17 +334,20 @@ func slimService(obj runtime.Object) runtime.Object {
 		return obj
 	}
 	out := &corev1.Service{ObjectMeta: slimMeta(s.ObjectMeta), Spec: corev1.ServiceSpec{
-		Type: s.Spec.Type, ClusterIP: s.Spec.ClusterIP, ClusterIPs: s.Spec.ClusterIPs,
-		SessionAffinity: s.Spec.SessionAffinity, IPFamilies: s.Spec.IPFamilies,
+		Type:            corev1.ServiceType(cut(string(s.Spec.Type), maxWordBytes)),
+		ClusterIP:       cut(s.Spec.ClusterIP, maxAddressBytes),
+		ClusterIPs:      cutStrings(s.Spec.ClusterIPs, 2, maxAddressBytes),
+		SessionAffinity: corev1.ServiceAffinity(cut(string(s.Spec.SessionAffinity), maxWordBytes)),
+		IPFamilies:      cutStrings(s.Spec.IPFamilies, 2, maxWordBytes),
 	}}
 	if len(s.Spec.Selector) > 0 {
 		out.Spec.Selector = map[string]string{"": ""}
 	}
-	for i, p := range s.Spec.Ports {
-		if i == 256 {
-			break
-		}
-		out.Spec.Ports = append(out.Spec.Ports, corev1.ServicePort{Name: p.Name, Protocol: p.Protocol, Port: p.Port, AppProtocol: p.AppProtocol})
+	for _, p := range s.Spec.Ports[:min(len(s.Spec.Ports), maxKeptPorts)] {
+		out.Spec.Ports = append(out.Spec.Ports, corev1.ServicePort{
+			Name: cut(p.Name, maxLabelBytes), Protocol: corev1.Protocol(cut(string(p.Protocol), maxWordBytes)),
+			Port: p.Port, AppProtocol: cutPtr(p.AppProtocol, maxQualifiedBytes),
+		})
 	}
 	return out
 }
@@ -292,22 +359,28 @@ func slimSlice(obj runtime.Object) runtime.Object {
 	if !ok {
 		return obj
 	}
-	out := &discoveryv1.EndpointSlice{ObjectMeta: slimMeta(s.ObjectMeta), AddressType: s.AddressType}
-	for i, e := range s.Endpoints {
-		if i == maxSliceEndpoints {
-			break
+	out := &discoveryv1.EndpointSlice{ObjectMeta: slimMeta(s.ObjectMeta), AddressType: discoveryv1.AddressType(cut(string(s.AddressType), maxWordBytes))}
+	if n := min(len(s.Endpoints), maxSliceEndpoints); n > 0 {
+		out.Endpoints = make([]discoveryv1.Endpoint, 0, n)
+	}
+	for _, e := range s.Endpoints[:min(len(s.Endpoints), maxSliceEndpoints)] {
+		se := discoveryv1.Endpoint{
+			Conditions: discoveryv1.EndpointConditions{Ready: copyPtr(e.Conditions.Ready)},
+			Hostname:   cutPtr(e.Hostname, maxLabelBytes),
 		}
-		se := discoveryv1.Endpoint{Conditions: discoveryv1.EndpointConditions{Ready: e.Conditions.Ready}, Hostname: e.Hostname}
 		if len(e.Addresses) > 0 {
-			se.Addresses = []string{cutString(e.Addresses[0], 64)}
+			se.Addresses = []string{cut(e.Addresses[0], maxAddressBytes)}
 		}
 		out.Endpoints = append(out.Endpoints, se)
 	}
-	for i, p := range s.Ports {
-		if i == 256 {
-			break
+	for _, p := range s.Ports[:min(len(s.Ports), maxKeptPorts)] {
+		out.Ports = append(out.Ports, discoveryv1.EndpointPort{
+			Name: cutPtr(p.Name, maxLabelBytes), Protocol: copyPtr(p.Protocol), Port: copyPtr(p.Port),
+			AppProtocol: cutPtr(p.AppProtocol, maxQualifiedBytes),
+		})
+		if pr := out.Ports[len(out.Ports)-1].Protocol; pr != nil {
+			*pr = corev1.Protocol(cut(string(*pr), maxWordBytes))
 		}
-		out.Ports = append(out.Ports, p)
 	}
 	return out
 }
@@ -318,25 +391,33 @@ func slimImport(obj runtime.Object) runtime.Object {
 	if !ok {
 		return obj
 	}
-	out := &mcsv1beta1.ServiceImport{ObjectMeta: slimMeta(s.ObjectMeta), Spec: s.Spec}
-	out.Status.Clusters = s.Status.Clusters
+	in := &s.Spec
+	out := &mcsv1beta1.ServiceImport{ObjectMeta: slimMeta(s.ObjectMeta), Spec: mcsv1beta1.ServiceImportSpec{
+		IPs: cutStrings(in.IPs, 2, maxAddressBytes), Type: mcsv1beta1.ServiceImportType(cut(string(in.Type), maxWordBytes)),
+		SessionAffinity:     corev1.ServiceAffinity(cut(string(in.SessionAffinity), maxWordBytes)),
+		IPFamilies:          cutStrings(in.IPFamilies, 2, maxWordBytes),
+		TrafficDistribution: cutPtr(in.TrafficDistribution, maxQualifiedBytes),
+	}}
+	if p := in.InternalTrafficPolicy; p != nil {
+		v := corev1.ServiceInternalTrafficPolicy(cut(string(*p), maxWordBytes))
+		out.Spec.InternalTrafficPolicy = &v
+	}
+	if c := in.SessionAffinityConfig; c != nil {
+		out.Spec.SessionAffinityConfig = &corev1.SessionAffinityConfig{}
+		if c.ClientIP != nil {
+			out.Spec.SessionAffinityConfig.ClientIP = &corev1.ClientIPConfig{TimeoutSeconds: copyPtr(c.ClientIP.TimeoutSeconds)}
+		}
+	}
+	for _, p := range in.Ports[:min(len(in.Ports), maxKeptPorts)] {
+		out.Spec.Ports = append(out.Spec.Ports, mcsv1beta1.ServicePort{
+			Name: cut(p.Name, maxLabelBytes), Protocol: corev1.Protocol(cut(string(p.Protocol), maxWordBytes)),
+			AppProtocol: cutPtr(p.AppProtocol, maxQualifiedBytes), Port: p.Port,
+		})
+	}
+	for _, c := range s.Status.Clusters[:min(len(s.Status.Clusters), maxKeptClusters)] {
+		out.Status.Clusters = append(out.Status.Clusters, mcsv1beta1.ClusterStatus{Cluster: cut(c.Cluster, maxLabelBytes)})
+	}
 	return out
-}
-
-// weighAny estimates the memory of a slim object by its JSON size.
-func weighAny(obj runtime.Object) int {
-	b, err := json.Marshal(obj)
-	if err != nil {
-		return 1024
-	}
-	return len(b) + 256
-}
-
-func weighSlice(obj runtime.Object) int {
-	if s, ok := obj.(*discoveryv1.EndpointSlice); ok {
-		return 512 + 96*len(s.Endpoints) + 64*len(s.Ports)
-	}
-	return weighAny(obj)
 }
 
 // changedBeyondVersion reports whether two slim objects differ in more

@@ -26,6 +26,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -65,9 +66,11 @@ type CoreDNS struct {
 func (c *CoreDNS) Output() string { return c.out.String() }
 
 // StartCoreDNS runs the CoreDNS build until the test ends, answering
-// clusterset.local from the API server that kubeconfig reaches. It returns
-// once CoreDNS's ready plugin says the watches have synced.
-func StartCoreDNS(t testing.TB, kubeconfig []byte) *CoreDNS {
+// clusterset.local from the API server that kubeconfig reaches. next are
+// more directives of the server block, such as plugins that answer what
+// clusterset passes on. It returns once CoreDNS's ready plugin says the
+// watches have synced.
+func StartCoreDNS(t testing.TB, kubeconfig []byte, next ...string) *CoreDNS {
 	t.Helper()
 	bin := CoreDNSPath()
 	if bin == "" {
@@ -92,8 +95,8 @@ func StartCoreDNS(t testing.TB, kubeconfig []byte) *CoreDNS {
     clusterset {
         kubeconfig %s
     }
-}
-`, port, ready, kc)
+%s}
+`, port, ready, kc, directives(next))
 	cf := filepath.Join(dir, "Corefile")
 	if err := os.WriteFile(cf, []byte(corefile), 0o600); err != nil {
 		t.Fatal(err)
@@ -135,6 +138,15 @@ func StartCoreDNS(t testing.TB, kubeconfig []byte) *CoreDNS {
 		return false, err
 	})
 	return c
+}
+
+// directives writes directives of a server block, one a line.
+func directives(ds []string) string {
+	var b strings.Builder
+	for _, d := range ds {
+		b.WriteString("    " + d + "\n")
+	}
+	return b.String()
 }
 
 // query asks addr, over UDP, for the zone's schema version.

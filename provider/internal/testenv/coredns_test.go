@@ -19,6 +19,7 @@ package testenv_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -144,6 +145,15 @@ func endpoint(addr string, ready *bool, host string) discoveryv1.Endpoint {
 	return e
 }
 
+// manyEndpoints are n ready endpoints without host names.
+func manyEndpoints(n int) []discoveryv1.Endpoint {
+	out := make([]discoveryv1.Endpoint, 0, n)
+	for i := range n {
+		out = append(out, endpoint(fmt.Sprintf("10.1.4.%d", i+1), ptr.To(true), ""))
+	}
+	return out
+}
+
 func importedSlice(name, service, cluster string, t discoveryv1.AddressType, port int32, eps ...discoveryv1.Endpoint) *discoveryv1.EndpointSlice {
 	return &discoveryv1.EndpointSlice{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{
@@ -196,6 +206,25 @@ func TestCoreDNSClusterSet(t *testing.T) {
 			},
 		},
 		{
+			// The conformance suite's Service: one port number over TCP
+			// and UDP.
+			ObjectMeta: metav1.ObjectMeta{Name: "conf"},
+			Spec: mcsv1beta1.ServiceImportSpec{
+				Type: mcsv1beta1.ClusterSetIP, IPs: []string{"10.96.0.42"},
+				Ports: []mcsv1beta1.ServicePort{
+					{Name: "tcp", Protocol: corev1.ProtocolTCP, Port: 42},
+					{Name: "udp", Protocol: corev1.ProtocolUDP, Port: 42},
+				},
+			},
+		},
+		{
+			ObjectMeta: metav1.ObjectMeta{Name: "many"},
+			Spec: mcsv1beta1.ServiceImportSpec{
+				Type:  mcsv1beta1.Headless,
+				Ports: []mcsv1beta1.ServicePort{{Name: "pg", Protocol: corev1.ProtocolTCP, Port: 5432}},
+			},
+		},
+		{
 			ObjectMeta: metav1.ObjectMeta{Name: "idle"},
 			Spec: mcsv1beta1.ServiceImportSpec{
 				Type:  mcsv1beta1.Headless,
@@ -208,7 +237,7 @@ func TestCoreDNSClusterSet(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	slices := []*discoveryv1.EndpointSlice{
+	endpointSlices := []*discoveryv1.EndpointSlice{
 		// cluster-a serves pg on 15432: an SRV record carries the port of
 		// its endpoint's cluster.
 		importedSlice("db-a", "db", "cluster-a", discoveryv1.AddressTypeIPv4, 15432,
@@ -216,11 +245,13 @@ func TestCoreDNSClusterSet(t *testing.T) {
 			endpoint("10.1.2.3", ptr.To(false), "db-2"),
 			endpoint("10.1.2.4", nil, "")),
 		importedSlice("db-b", "db", "cluster-b", discoveryv1.AddressTypeIPv6, 5432,
-			endpoint("fd01::5", ptr.To(true), "db-0")),
+			endpoint("fd01::5", ptr.To(true), "db-0"),
+			endpoint("fd01::6", ptr.To(true), "")),
+		importedSlice("many-a", "many", "cluster-a", discoveryv1.AddressTypeIPv4, 5432, manyEndpoints(100)...),
 		importedSlice("idle-a", "idle", "cluster-a", discoveryv1.AddressTypeIPv4, 5432,
 			endpoint("10.1.3.1", ptr.To(false), "idle-0")),
 	}
-	for _, es := range slices {
+	for _, es := range endpointSlices {
 		if _, err := kc.DiscoveryV1().EndpointSlices(ns).Create(ctx, es, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
@@ -228,7 +259,10 @@ func TestCoreDNSClusterSet(t *testing.T) {
 
 	// CoreDNS starts after the objects exist; it is ready once its
 	// watches have listed them, so the first answers need no waiting.
-	server := testenv.StartCoreDNS(t, kubeconfig)
+	// whoami stands for the cluster's own DNS after clusterset: it
+	// answers every question it is passed with the client's address, in
+	// the additional section.
+	server := testenv.StartCoreDNS(t, kubeconfig, "whoami")
 	udp, tcp := &dns.Client{Net: "udp", Timeout: 5 * time.Second}, &dns.Client{Net: "tcp", Timeout: 5 * time.Second}
 
 	hello := "hello.shop.svc." + zone
@@ -311,8 +345,36 @@ func TestCoreDNSClusterSet(t *testing.T) {
 		{
 			reason: "2.4.1: and an AAAA record per ready IPv6 endpoint.",
 			name:   db, qtype: dns.TypeAAAA,
-			want: ok([]string{rr(db, "AAAA", "fd01::5")}),
+			want: ok([]string{rr(db, "AAAA", "fd01::5"), rr(db, "AAAA", "fd01::6")}),
 		},
+		{
+			reason: "An IPv6 endpoint without a hostname is named by its compressed address with dashes, as CoreDNS names it and the conformance suite asks.",
+			name:   "fd01--6.cluster-b." + db, qtype: dns.TypeAAAA,
+			want: ok([]string{rr("fd01--6.cluster-b."+db, "AAAA", "fd01::6")}),
+		},
+		{
+			reason: "SRV at a ClusterSetIP Service's own name, as the conformance suite asks: a record per port, whose target is the Service.",
+			name:   hello, qtype: dns.TypeSRV,
+			want: ok([]string{rr(hello, "SRV", "0 100 53 "+hello), rr(hello, "SRV", "0 100 80 "+hello)},
+				rr(hello, "A", "10.96.0.10"), rr(hello, "AAAA", "fd00::10")),
+		},
+		{
+			reason: "SRV at the conformance suite's Service (tcp/42 and udp/42): one record, as the suite wants; an SRV record holds no protocol.",
+			name:   "conf.shop.svc." + zone, qtype: dns.TypeSRV,
+			want: ok([]string{rr("conf.shop.svc."+zone, "SRV", "0 100 42 conf.shop.svc."+zone)}, rr("conf.shop.svc."+zone, "A", "10.96.0.42")),
+		},
+		{
+			reason: "SRV at a headless Service's own name: a record per ready endpoint and port, with its cluster's port; the targets' addresses in the additional section.",
+			name:   db, qtype: dns.TypeSRV,
+			want: ok([]string{
+				rr(db, "SRV", "0 100 15432 10-1-2-4.cluster-a."+db),
+				rr(db, "SRV", "0 100 15432 db-0.cluster-a."+db),
+				rr(db, "SRV", "0 100 5432 db-0.cluster-b."+db),
+				rr(db, "SRV", "0 100 5432 fd01--6.cluster-b."+db),
+			}, rr("10-1-2-4.cluster-a."+db, "A", "10.1.2.4"), rr("db-0.cluster-a."+db, "A", "10.1.2.1"),
+				rr("db-0.cluster-b."+db, "AAAA", "fd01::5"), rr("fd01--6.cluster-b."+db, "AAAA", "fd01::6")),
+		},
+
 		{
 			reason: "2.4.1: <hostname>.<clusterid>.<service> has the endpoint's address.",
 			name:   "db-0.cluster-a." + db, qtype: dns.TypeA,
@@ -345,7 +407,9 @@ func TestCoreDNSClusterSet(t *testing.T) {
 				rr("_pg._tcp."+db, "SRV", "0 100 15432 10-1-2-4.cluster-a."+db),
 				rr("_pg._tcp."+db, "SRV", "0 100 15432 db-0.cluster-a."+db),
 				rr("_pg._tcp."+db, "SRV", "0 100 5432 db-0.cluster-b."+db),
-			}, rr("10-1-2-4.cluster-a."+db, "A", "10.1.2.4"), rr("db-0.cluster-a."+db, "A", "10.1.2.1"), rr("db-0.cluster-b."+db, "AAAA", "fd01::5")),
+				rr("_pg._tcp."+db, "SRV", "0 100 5432 fd01--6.cluster-b."+db),
+			}, rr("10-1-2-4.cluster-a."+db, "A", "10.1.2.4"), rr("db-0.cluster-a."+db, "A", "10.1.2.1"),
+				rr("db-0.cluster-b."+db, "AAAA", "fd01::5"), rr("fd01--6.cluster-b."+db, "AAAA", "fd01::6")),
 		},
 		{
 			reason: "2.4.3: a ready endpoint's IPv4 address has a PTR record of its name.",
@@ -391,6 +455,36 @@ func TestCoreDNSClusterSet(t *testing.T) {
 			t.Errorf("%s\n%s %s: -want, +got:\n%s", tc.reason, tc.name, dns.TypeToString[tc.qtype], diff)
 		}
 	}
+	// cluster.local stays local: the plugin passes the name on, and the
+	// cluster's own DNS (here whoami) answers it, not the ClusterSet IP.
+	local, err := ask(udp, server.Addr, "hello.shop.svc.cluster.local.", dns.TypeA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(local.Answer) != 0 || local.SOA != "" || !slices.Contains(local.Extra, "hello.shop.svc.cluster.local.\t0\tIN\tA\t127.0.0.1") {
+		t.Errorf("hello.shop.svc.cluster.local. A: %+v, want the answer of the next plugin (whoami: the client's address in the additional section)", local)
+	}
+
+	// An answer larger than UDP carries is cut to 512 bytes and marked
+	// truncated; over TCP it is whole.
+	many := "_pg._tcp.many.shop.svc." + zone
+	for _, c := range []struct {
+		client    *dns.Client
+		truncated bool
+		records   int
+	}{{udp, true, -1}, {tcp, false, 100}} {
+		m := new(dns.Msg)
+		m.SetQuestion(many, dns.TypeSRV)
+		r, _, err := c.client.Exchange(m, server.Addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.Compress = true // as CoreDNS sent it
+		if r.Truncated != c.truncated || c.records >= 0 && len(r.Answer) != c.records || r.Len() > 512 && c.truncated {
+			t.Errorf("%s SRV over %s: truncated %t with %d records in %d bytes; want truncated %t, %d records", many, c.client.Net, r.Truncated, len(r.Answer), r.Len(), c.truncated, c.records)
+		}
+	}
+
 	// Every negative answer's SOA has the TTL of the records, as its
 	// minimum: a resolver caches NXDOMAIN no longer than a record.
 	q := new(dns.Msg)

@@ -44,6 +44,7 @@ import (
 
 	kilov1alpha1 "github.com/kilomesh/kilomesh/apis/kilo/v1alpha1"
 	"github.com/kilomesh/kilomesh/apis/kube/v1alpha1"
+	"github.com/kilomesh/kilomesh/internal/safetext"
 	"github.com/kilomesh/kilomesh/provider/internal/clients"
 	"github.com/kilomesh/kilomesh/provider/internal/remote"
 	"github.com/kilomesh/kilomesh/provider/inventory"
@@ -159,7 +160,7 @@ func credentials(err error) xpv2.Condition {
 			Status:             corev1.ConditionFalse,
 			LastTransitionTime: metav1.Now(),
 			Reason:             v1alpha1.ReasonCredentialsRefused,
-			Message:            inventory.Cut(err.Error(), maxConditionMessage),
+			Message:            safetext.Message(err.Error(), maxConditionMessage),
 		}
 	}
 	return xpv2.Condition{

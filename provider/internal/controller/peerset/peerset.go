@@ -55,10 +55,10 @@ import (
 
 	kilov1alpha1 "github.com/kilomesh/kilomesh/apis/kilo/v1alpha1"
 	"github.com/kilomesh/kilomesh/apis/kube/v1alpha1"
+	"github.com/kilomesh/kilomesh/internal/safetext"
 	"github.com/kilomesh/kilomesh/provider/internal/clients"
 	"github.com/kilomesh/kilomesh/provider/internal/metrics"
 	"github.com/kilomesh/kilomesh/provider/internal/remote"
-	"github.com/kilomesh/kilomesh/provider/inventory"
 )
 
 const (
@@ -705,7 +705,7 @@ func toUnstructured(p *kilov1alpha1.Peer) (*unstructured.Unstructured, error) {
 func setStatus(cr *v1alpha1.PeerSet, desired, applied int, problems []v1alpha1.PeerProblem, before xpv2.Condition) {
 	listed := make([]v1alpha1.PeerProblem, 0, min(len(problems), maxProblems))
 	for _, p := range problems[:min(len(problems), maxProblems)] {
-		p.Message = inventory.Cut(p.Message, maxProblemBytes)
+		p.Message = safetext.Message(p.Message, maxProblemBytes)
 		listed = append(listed, p)
 	}
 	if len(listed) == 0 {
@@ -744,7 +744,7 @@ func problemMessage(desired int, problems []v1alpha1.PeerProblem) string {
 		if i > 0 {
 			b.WriteString("; ")
 		}
-		fmt.Fprintf(b, "%s: %s: %s", p.Peer, p.Reason, inventory.Cut(p.Message, maxProblemBytes))
+		fmt.Fprintf(b, "%s: %s: %s", p.Peer, p.Reason, safetext.Message(p.Message, maxProblemBytes))
 	}
 	return b.String()
 }

@@ -52,10 +52,10 @@ import (
 	"github.com/crossplane/crossplane-runtime/v2/pkg/resource"
 
 	"github.com/kilomesh/kilomesh/apis/kube/v1alpha1"
+	"github.com/kilomesh/kilomesh/internal/safetext"
 	"github.com/kilomesh/kilomesh/provider/internal/clients"
 	"github.com/kilomesh/kilomesh/provider/internal/controller/peerset"
 	"github.com/kilomesh/kilomesh/provider/internal/remote"
-	"github.com/kilomesh/kilomesh/provider/inventory"
 )
 
 const (
@@ -344,7 +344,7 @@ func setStatus(cr *v1alpha1.ServiceSync, p Plan, unreachable []v1alpha1.Unreacha
 		problems = problems[:v1alpha1.MaxServiceProblems]
 	}
 	for i := range problems {
-		problems[i].Message = inventory.Cut(problems[i].Message, 512)
+		problems[i].Message = safetext.Message(problems[i].Message, 512)
 	}
 	sort.Slice(unreachable, func(i, j int) bool { return unreachable[i].Name < unreachable[j].Name })
 	cr.Status.AtProvider = v1alpha1.ServiceSyncObservation{

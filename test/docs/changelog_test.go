@@ -150,7 +150,7 @@ func TestChangelog(t *testing.T) {
 		if version == "" {
 			version = "v99.0.0" // a tag no section has yet: the Unreleased notes
 		}
-		out, err := exec.Command(filepath.Join(root, "package", "release-notes.sh"), version).Output() //nolint:gosec // G204: the project's own script
+		out, err := exec.CommandContext(t.Context(), filepath.Join(root, "package", "release-notes.sh"), version).Output()
 		if err != nil {
 			t.Errorf("package/release-notes.sh %s: %v", version, err)
 			continue

@@ -30,14 +30,23 @@ check-generate: generate ## Fail when generated files are out of date.
 	  echo "generated files are out of date: run 'make generate' and commit the result" >&2; exit 1; fi
 
 .PHONY: lint
-lint: ## Run golangci-lint.
-	test/tools/build.sh golangci-lint
+lint: ## Run golangci-lint, and actionlint on the workflows of .github/workflows.
+	test/tools/build.sh golangci-lint actionlint
 	$(BIN)/golangci-lint run --build-tags bench,e2e $(GO_PACKAGES)
+	$(BIN)/actionlint -no-color
+
+.PHONY: unit-deps
+unit-deps: ## Build the tools the unit tests run, and install the Debian packages they need (nftables) when root.
+	test/tools/build.sh etcd kube wireguard-go coredns-mcs
+	if [ "$$(id -u)" = 0 ]; then test/stack/node.sh packages; fi
 
 .PHONY: unit
-unit: ## Run unit tests (the provider tests start real kube-apiservers; the data-plane harness's test needs root and /dev/net/tun).
-	test/tools/build.sh etcd kube wireguard-go coredns-mcs
+unit: unit-deps ## Run unit tests (the provider tests start real kube-apiservers; the data-plane harness's test needs root and /dev/net/tun).
 	go test -count=1 $(GO_PACKAGES)
+
+.PHONY: quick
+quick: unit-deps ## The unit tests with -short: all but the provider's long controller tests and the plugin's release archives.
+	go test -short -count=1 $(GO_PACKAGES)
 
 .PHONY: fuzz
 fuzz: ## Run every fuzz target for FUZZTIME each.
@@ -67,6 +76,9 @@ e2e: ## End-to-end tests (root): API servers with a real node each, Crossplane b
 	  STACK_DIR=$$dir test/stack/down.sh >/dev/null 2>&1 || true; \
 	  STACK_DIR=$$dir test/stack/node.sh leftovers || rc=1; \
 	fi; exit $$rc
+
+.PHONY: check
+check: check-generate lint quick fuzz package-check render-check docs-check ## Everything but the e2e and the long provider tests: run it before a push.
 
 .PHONY: test
 test: check-generate lint unit fuzz package-check render-check docs-check e2e ## Run every test.

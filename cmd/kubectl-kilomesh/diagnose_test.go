@@ -12,9 +12,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/kilomesh/kilomesh/internal/plugin/fixture"
 	"github.com/kilomesh/kilomesh/internal/plugin/snapshot"
 	"github.com/kilomesh/kilomesh/internal/plugin/view"
+	"github.com/kilomesh/kilomesh/internal/testing/meshfixture"
 )
 
 // Messages as provider-kilomesh writes them in a Synced condition: its
@@ -51,7 +51,7 @@ func TestDiagnose(t *testing.T) {
 	}
 	converge := func(t *testing.T) {
 		t.Helper()
-		if err := fixture.Converge(ctx, apiClient, namespace, "mesh"); err != nil {
+		if err := meshfixture.Converge(ctx, apiClient, namespace, "mesh"); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -106,7 +106,7 @@ func TestDiagnose(t *testing.T) {
 			reason: "An observation stamped two minutes after the management cluster's clock is a skew that makes fresh heartbeats look stale.",
 			prepare: func(t *testing.T) {
 				converge(t)
-				inv := composed(ctx, t, fixture.NodeInventoryGVK, "inventory-cluster-a")
+				inv := composed(ctx, t, meshfixture.NodeInventoryGVK, "inventory-cluster-a")
 				ahead := now.Add(2 * time.Minute).Format(time.RFC3339)
 				if err := unstructured.SetNestedField(inv.Object, ahead, "status", "atProvider", "observedAt"); err != nil {
 					t.Fatal(err)
@@ -175,13 +175,13 @@ func composed(ctx context.Context, t *testing.T, gvk schema.GroupVersionKind, re
 // would.
 func setCondition(t *testing.T, resource, typ, status, reason, msg string) {
 	t.Helper()
-	gvk := fixture.NodeInventoryGVK
+	gvk := meshfixture.NodeInventoryGVK
 	if strings.HasPrefix(resource, snapshot.PrefixPeerSet) {
-		gvk = fixture.PeerSetGVK
+		gvk = meshfixture.PeerSetGVK
 	}
 	o := composed(context.Background(), t, gvk, resource)
 	conds, _, _ := unstructured.NestedSlice(o.Object, "status", "conditions")
-	out := []any{fixture.Condition(typ, status, reason, msg)}
+	out := []any{meshfixture.Condition(typ, status, reason, msg)}
 	for _, x := range conds {
 		if m, ok := x.(map[string]any); ok && m["type"] != typ {
 			out = append(out, x)

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/kilomesh/kilomesh/internal/plugin/fixture"
+	"github.com/kilomesh/kilomesh/internal/testing/meshfixture"
 )
 
 // docsPage is the page that shows the plugin's outputs.
@@ -26,7 +26,7 @@ var outputBlock = regexp.MustCompile("(?s)<!-- output: ([a-z0-9/.-]+) -->\n```te
 // TestDocsOutputs checks that every output the docs show is the golden file
 // it names, so that the page shows what the plugin prints.
 func TestDocsOutputs(t *testing.T) {
-	top, err := fixture.Top()
+	top, err := meshfixture.Top()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,7 +55,7 @@ func TestDocsOutputs(t *testing.T) {
 // the three-clusters graph (rewritten with -update), it names every leader
 // and endpoint the graph does.
 func TestDocsPicture(t *testing.T) {
-	top, err := fixture.Top()
+	top, err := meshfixture.Top()
 	if err != nil {
 		t.Fatal(err)
 	}

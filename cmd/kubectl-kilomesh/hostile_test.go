@@ -27,8 +27,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/yaml"
 
-	"github.com/kilomesh/kilomesh/internal/plugin/fixture"
 	"github.com/kilomesh/kilomesh/internal/safetext"
+	"github.com/kilomesh/kilomesh/internal/testing/meshfixture"
 )
 
 // hostileText is what a member's admin or a node's owner can make appear in
@@ -45,13 +45,13 @@ func TestControlCharacters(t *testing.T) {
 	needAPIServer(t)
 	ctx := context.Background()
 	loadScenario(t, "three-clusters")
-	if err := fixture.Converge(ctx, apiClient, namespace, "mesh"); err != nil {
+	if err := meshfixture.Converge(ctx, apiClient, namespace, "mesh"); err != nil {
 		t.Fatal(err)
 	}
 	// The member's message in the mesh's status, as the function writes
 	// what a provider reports.
 	xr := &unstructured.Unstructured{}
-	xr.SetGroupVersionKind(fixture.ClusterMeshGVK)
+	xr.SetGroupVersionKind(meshfixture.ClusterMeshGVK)
 	if err := apiClient.Get(ctx, types.NamespacedName{Namespace: namespace, Name: "mesh"}, xr); err != nil {
 		t.Fatal(err)
 	}

@@ -10,9 +10,9 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/kilomesh/kilomesh/internal/plugin/fixture"
 	"github.com/kilomesh/kilomesh/internal/plugin/snapshot"
 	"github.com/kilomesh/kilomesh/internal/plugin/view"
+	"github.com/kilomesh/kilomesh/internal/testing/meshfixture"
 )
 
 // The size of the large mesh of the tests and benchmarks: 5 members of 50
@@ -26,14 +26,14 @@ const (
 func loadLarge(tb testing.TB) {
 	tb.Helper()
 	ctx := context.Background()
-	if err := fixture.Clear(ctx, apiClient, namespace); err != nil {
+	if err := meshfixture.Clear(ctx, apiClient, namespace); err != nil {
 		tb.Fatal(err)
 	}
-	sc, err := fixture.LargeMesh(namespace, largeClusters, largeNodes)
+	sc, err := meshfixture.LargeMesh(namespace, largeClusters, largeNodes)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	if err := fixture.Load(ctx, apiClient, sc); err != nil {
+	if err := meshfixture.Load(ctx, apiClient, sc); err != nil {
 		tb.Fatal(err)
 	}
 }

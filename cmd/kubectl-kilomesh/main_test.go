@@ -17,7 +17,7 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/kilomesh/kilomesh/internal/plugin/fixture"
+	"github.com/kilomesh/kilomesh/internal/testing/meshfixture"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files of testdata")
@@ -38,10 +38,10 @@ const namespace = "network"
 
 func TestMain(m *testing.M) {
 	flag.Parse()
-	if !fixture.Enabled() {
+	if !meshfixture.Enabled() {
 		os.Exit(m.Run())
 	}
-	env, cfg, err := fixture.Start()
+	env, cfg, err := meshfixture.Start()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
@@ -84,7 +84,7 @@ func writeKubeconfig(dir string, cfg *rest.Config) (string, error) {
 func needAPIServer(t testing.TB) {
 	t.Helper()
 	if apiConfig == nil {
-		t.Skip(fixture.SkipMessage)
+		t.Skip(meshfixture.SkipMessage)
 	}
 }
 
@@ -116,17 +116,17 @@ func plugin(t testing.TB, e *env, args ...string) result {
 
 // loadScenario clears namespace network and loads a render scenario into
 // it.
-func loadScenario(t testing.TB, name string) *fixture.Scenario {
+func loadScenario(t testing.TB, name string) *meshfixture.Scenario {
 	t.Helper()
 	ctx := context.Background()
-	if err := fixture.Clear(ctx, apiClient, namespace); err != nil {
+	if err := meshfixture.Clear(ctx, apiClient, namespace); err != nil {
 		t.Fatal(err)
 	}
-	sc, err := fixture.ReadScenario(name)
+	sc, err := meshfixture.ReadScenario(name)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := fixture.Load(ctx, apiClient, sc); err != nil {
+	if err := meshfixture.Load(ctx, apiClient, sc); err != nil {
 		t.Fatal(err)
 	}
 	return sc

@@ -19,7 +19,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"sigs.k8s.io/yaml"
 
-	"github.com/kilomesh/kilomesh/internal/plugin/fixture"
+	"github.com/kilomesh/kilomesh/internal/testing/meshfixture"
 )
 
 // krewPlugin is the part of a krew manifest the release is checked for.
@@ -55,7 +55,7 @@ func TestReleaseArchive(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the plugin: skipped with -short")
 	}
-	top, err := fixture.Top()
+	top, err := meshfixture.Top()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,8 +11,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/kilomesh/kilomesh/internal/plugin/fixture"
 	"github.com/kilomesh/kilomesh/internal/plugin/view"
+	"github.com/kilomesh/kilomesh/internal/testing/meshfixture"
 )
 
 // TestScenarios runs every command on every render scenario, loaded into
@@ -20,7 +20,7 @@ import (
 // the output with the golden files of testdata/<scenario>.
 func TestScenarios(t *testing.T) {
 	needAPIServer(t)
-	scenarios, err := fixture.Scenarios()
+	scenarios, err := meshfixture.Scenarios()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,7 +152,7 @@ func TestGraphsParse(t *testing.T) {
 
 // segmentsOf reads the segments per member of a scenario's status, as the
 // function reported it.
-func segmentsOf(t *testing.T, sc *fixture.Scenario) map[string]int {
+func segmentsOf(t *testing.T, sc *meshfixture.Scenario) map[string]int {
 	t.Helper()
 	var st struct {
 		Status struct {

@@ -12,8 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/kilomesh/kilomesh/internal/plugin/fixture"
 	"github.com/kilomesh/kilomesh/internal/plugin/view"
+	"github.com/kilomesh/kilomesh/internal/testing/meshfixture"
 )
 
 // TestStatusWait pins the exit codes of status --wait that scripts rely
@@ -24,7 +24,7 @@ func TestStatusWait(t *testing.T) {
 	ctx := context.Background()
 	converge := func(t *testing.T) {
 		t.Helper()
-		if err := fixture.Converge(ctx, apiClient, namespace, "mesh"); err != nil {
+		if err := meshfixture.Converge(ctx, apiClient, namespace, "mesh"); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -73,7 +73,7 @@ func TestStatusWait(t *testing.T) {
 			reason: "A member whose PeerSet applied fewer Peers than it holds has not converged, whatever the conditions say.",
 			prepare: func(t *testing.T) {
 				converge(t)
-				ps := composed(ctx, t, fixture.PeerSetGVK, "peerset-cluster-b")
+				ps := composed(ctx, t, meshfixture.PeerSetGVK, "peerset-cluster-b")
 				if err := unstructured.SetNestedField(ps.Object, int64(0), "status", "atProvider", "applied"); err != nil {
 					t.Fatal(err)
 				}
@@ -89,7 +89,7 @@ func TestStatusWait(t *testing.T) {
 			prepare: func(t *testing.T) {
 				converge(t)
 				xr := &unstructured.Unstructured{}
-				xr.SetGroupVersionKind(fixture.ClusterMeshGVK)
+				xr.SetGroupVersionKind(meshfixture.ClusterMeshGVK)
 				if err := apiClient.Get(ctx, types.NamespacedName{Namespace: namespace, Name: "mesh"}, xr); err != nil {
 					t.Fatal(err)
 				}
@@ -166,7 +166,7 @@ func TestStatusWait(t *testing.T) {
 func TestStatusJSON(t *testing.T) {
 	needAPIServer(t)
 	loadScenario(t, "two-clusters")
-	if err := fixture.Converge(context.Background(), apiClient, namespace, "mesh"); err != nil {
+	if err := meshfixture.Converge(context.Background(), apiClient, namespace, "mesh"); err != nil {
 		t.Fatal(err)
 	}
 	got := plugin(t, nil, "status", "mesh", "-o", "json")

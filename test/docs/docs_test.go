@@ -1,5 +1,5 @@
-// Package docs checks the Markdown documentation (docs/*.md, README.md and
-// test/README.md) against the project: every YAML block parses and every
+// Package docs checks the Markdown documentation (docs/*.md, README.md,
+// CHANGELOG.md and test/README.md) against the project: every YAML block parses and every
 // Kubernetes object in one passes `crossplane resource validate` against its
 // schema, every `make` target named exists, every relative link leads
 // somewhere, and the member RBAC example is the one the end-to-end stack
@@ -40,7 +40,7 @@ func markdownFiles(t *testing.T) []string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	files = append(files, filepath.Join(root, "README.md"), filepath.Join(root, "test", "README.md"))
+	files = append(files, filepath.Join(root, "README.md"), filepath.Join(root, "CHANGELOG.md"), filepath.Join(root, "test", "README.md"))
 	rel := make([]string, 0, len(files))
 	for _, f := range files {
 		r, err := filepath.Rel(root, f)

@@ -18,6 +18,7 @@ package controller_test
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"os"
 	"strings"
@@ -66,6 +67,11 @@ var cp struct {
 const waitTimeout = 90 * time.Second
 
 func TestMain(m *testing.M) {
+	flag.Parse()
+	if testing.Short() {
+		fmt.Println("skipping the provider's API server tests with -short (make check): make unit runs them")
+		os.Exit(m.Run())
+	}
 	if !testenv.Enabled() {
 		fmt.Println("skipping the provider's API server tests: " + testenv.SkipMessage)
 		os.Exit(m.Run())

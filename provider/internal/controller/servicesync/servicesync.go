@@ -67,6 +67,8 @@ const (
 	errFmtDelete   = "cannot delete %s %s/%s"
 	errFmtStatus   = "cannot write the conditions of ServiceExport %s/%s"
 
+	errFmtSourceIdentity = "%s: %s is refused as a source: the member's own config is a namespaced ProviderConfig, which may not carry the identity of provider-kilomesh, so its sources may not either"
+
 	partMember    = "member"
 	partSource    = "source/"
 	fieldManager  = "kilomesh-services"
@@ -110,7 +112,44 @@ type releasing struct{ remote.ReleasingFinalizer }
 
 func (f releasing) RemoveFinalizer(ctx context.Context, obj resource.Object) error {
 	f.Registry.ReleaseParts(v1alpha1.ServiceSyncKind, types.NamespacedName{Namespace: obj.GetNamespace(), Name: obj.GetName()}, nil)
+	if cr, ok := obj.(*v1alpha1.ServiceSync); ok {
+		if err := f.Usage.Untrack(ctx, cr, sourceRefs(cr)...); err != nil {
+			return err
+		}
+	}
 	return f.ReleasingFinalizer.RemoveFinalizer(ctx, obj)
+}
+
+// sourceRefs are the configs the sources of a ServiceSync name, as far as
+// they name one.
+func sourceRefs(cr *v1alpha1.ServiceSync) []clients.ConfigRef {
+	out := make([]clients.ConfigRef, 0, len(cr.Spec.ForProvider.Sources))
+	for _, s := range cr.Spec.ForProvider.Sources {
+		if r, err := sourceRef(cr, s); err == nil {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+func sourceRef(cr *v1alpha1.ServiceSync, s v1alpha1.ServiceSource) (clients.ConfigRef, error) {
+	src := cr.DeepCopy()
+	ref := s.ProviderConfigRef
+	src.SetProviderConfigReference(&ref)
+	return clients.RefOf(src)
+}
+
+// checkSource refuses a source whose credentials the member's own config
+// could not carry: the identity of provider-kilomesh, which only a
+// ClusterProviderConfig may carry, for a ServiceSync whose member is a
+// namespaced ProviderConfig. Whoever may write such a ServiceSync would
+// otherwise read a member with the provider's own identity.
+func checkSource(cr *v1alpha1.ServiceSync, i int, creds *clients.Credentials) error {
+	member := cr.GetProviderConfigReference()
+	if creds.Key == clients.InjectedIdentityKey && (member == nil || member.Kind != clients.KindClusterProviderConfig) {
+		return errors.Errorf(errFmtSourceIdentity, field.NewPath("spec", "forProvider", "sources").Index(i).Child("providerConfigRef").String(), creds.Origin)
+	}
+	return nil
 }
 
 type connector struct {
@@ -139,12 +178,18 @@ func (c *connector) Connect(ctx context.Context, cr *v1alpha1.ServiceSync) (mana
 	keep := map[string]bool{partMember: true}
 	sources := make([]source, 0, len(cr.Spec.ForProvider.Sources))
 	srcDeps := make([]clients.Source, 0, 2*len(cr.Spec.ForProvider.Sources))
-	for _, s := range cr.Spec.ForProvider.Sources {
+	var refused error
+	for i, s := range cr.Spec.ForProvider.Sources {
 		src := cr.DeepCopy()
 		ref := s.ProviderConfigRef
 		src.SetProviderConfigReference(&ref)
 		sc, sdeps, serr := c.resolver.Resolve(ctx, src)
 		srcDeps = append(srcDeps, sdeps...)
+		if serr == nil {
+			if rerr := checkSource(cr, i, sc); rerr != nil {
+				serr, refused = rerr, errors.Join(refused, rerr)
+			}
+		}
 		out := source{spec: s, err: serr}
 		if serr == nil {
 			part := partSource + s.Name
@@ -158,8 +203,14 @@ func (c *connector) Connect(ctx context.Context, cr *v1alpha1.ServiceSync) (mana
 	if err != nil {
 		return nil, err
 	}
+	if refused != nil && !meta.WasDeleted(cr) {
+		return nil, refused
+	}
 	if !meta.WasDeleted(cr) {
 		if err := c.usage.Track(ctx, cr); err != nil {
+			return nil, err
+		}
+		if err := c.usage.TrackOthers(ctx, cr, sourceRefs(cr)); err != nil {
 			return nil, err
 		}
 	}

@@ -18,6 +18,7 @@ package remote
 
 import (
 	"context"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -168,18 +169,66 @@ func (c *Cluster) ServiceObjects(_ context.Context, namespace string) (*ServiceV
 	return v, nil
 }
 
-// StopServices stops the namespaced watches of the cluster whose
-// namespace is not in keep: a mesh that stops sharing a namespace stops
-// reading it.
-func (c *Cluster) StopServices(keep map[string]bool) {
+// UseServices records the namespaces u reads of the cluster, and stops
+// the watches of every namespace that no user reads any longer. The
+// watches of a namespace are shared by count: two ServiceSyncs on one
+// cluster (two meshes, or two tenants behind one ClusterProviderConfig)
+// each keep the namespaces they read, whatever the other reads.
+func (c *Cluster) UseServices(u User, namespaces []string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.serviceUsers == nil {
+		c.serviceUsers = map[User]map[string]bool{}
+	}
+	ns := make(map[string]bool, len(namespaces))
+	for _, n := range namespaces {
+		ns[n] = true
+	}
+	c.serviceUsers[u] = ns
+	c.stopUnusedServicesLocked()
+}
+
+// releaseServices records that u reads no namespace of the cluster.
+func (c *Cluster) releaseServices(u User) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.serviceUsers[u]; !ok {
+		return
+	}
+	delete(c.serviceUsers, u)
+	c.stopUnusedServicesLocked()
+}
+
+func (c *Cluster) stopUnusedServicesLocked() {
 	for k, f := range c.services {
-		if !keep[k.namespace] {
+		used := false
+		for _, ns := range c.serviceUsers {
+			if ns[k.namespace] {
+				used = true
+				break
+			}
+		}
+		if !used {
 			f.stop()
 			delete(c.services, k)
 		}
 	}
+}
+
+// ServiceNamespaces returns the namespaces the cluster watches, sorted.
+func (c *Cluster) ServiceNamespaces() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	seen := map[string]bool{}
+	var out []string
+	for k := range c.services {
+		if !seen[k.namespace] {
+			seen[k.namespace] = true
+			out = append(out, k.namespace)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 func (c *Cluster) serviceFeed(kind, namespace string) (*feed, error) {

@@ -167,6 +167,7 @@ type connector struct {
 // source is one source as Connect found it.
 type source struct {
 	spec    v1alpha1.ServiceSource
+	user    remote.User
 	cluster *remote.Cluster
 	err     error
 }
@@ -190,11 +191,10 @@ func (c *connector) Connect(ctx context.Context, cr *v1alpha1.ServiceSync) (mana
 				serr, refused = rerr, errors.Join(refused, rerr)
 			}
 		}
-		out := source{spec: s, err: serr}
+		out := source{spec: s, err: serr, user: remote.User{Kind: v1alpha1.ServiceSyncKind, NamespacedName: nn, Part: partSource + s.Name}}
 		if serr == nil {
-			part := partSource + s.Name
-			keep[part] = true
-			out.cluster = c.registry.Acquire(remote.User{Kind: v1alpha1.ServiceSyncKind, NamespacedName: nn, Part: part}, sc)
+			keep[out.user.Part] = true
+			out.cluster = c.registry.Acquire(out.user, sc)
 		}
 		sources = append(sources, out)
 	}
@@ -214,17 +214,19 @@ func (c *connector) Connect(ctx context.Context, cr *v1alpha1.ServiceSync) (mana
 			return nil, err
 		}
 	}
-	member := c.registry.Acquire(remote.User{Kind: v1alpha1.ServiceSyncKind, NamespacedName: nn, Part: partMember}, creds)
+	user := remote.User{Kind: v1alpha1.ServiceSyncKind, NamespacedName: nn, Part: partMember}
+	member := c.registry.Acquire(user, creds)
 	kc, err := member.Client()
 	if err != nil {
 		return nil, errors.Wrap(err, errClient)
 	}
-	return &external{c: c, key: nn.String(), member: member, origin: creds.Origin, kube: kc, sources: sources}, nil
+	return &external{c: c, key: nn.String(), user: user, member: member, origin: creds.Origin, kube: kc, sources: sources}, nil
 }
 
 type external struct {
 	c       *connector
 	key     string
+	user    remote.User
 	member  *remote.Cluster
 	origin  string
 	kube    client.Client
@@ -272,11 +274,7 @@ func (e *external) observe(ctx context.Context, cr *v1alpha1.ServiceSync) (manag
 	if err != nil {
 		return managed.ExternalObservation{}, err
 	}
-	keep := map[string]bool{}
-	for _, ns := range p.Namespaces {
-		keep[ns] = true
-	}
-	e.member.StopServices(keep)
+	e.member.UseServices(e.user, p.Namespaces)
 	e.views = map[string]*remote.ServiceView{}
 	for _, ns := range p.Namespaces {
 		v, err := e.member.ServiceObjects(ctx, ns)
@@ -332,6 +330,7 @@ func (s source) read(ctx context.Context, namespaces []string) (map[string]*remo
 	if s.err != nil {
 		return nil, s.err
 	}
+	s.cluster.UseServices(s.user, namespaces)
 	out := map[string]*remote.ServiceView{}
 	for _, ns := range namespaces {
 		v, err := s.cluster.ServiceObjects(ctx, ns)

@@ -88,6 +88,12 @@ const (
 
 const errFmtServiceKind = "cannot read %s in namespace %s"
 
+// ServicesFieldManager is the field manager of the objects a ServiceSync
+// creates in its member. A slim Service keeps one entry of its managed
+// fields, with this manager only, when the Service has it: whether
+// kilomesh made it.
+const ServicesFieldManager = "kilomesh-services"
+
 // Kinds of the namespaced watches of a ServiceSync.
 const (
 	KindServiceExport = "ServiceExports"
@@ -391,6 +397,12 @@ func slimService(obj runtime.Object) runtime.Object {
 	}}
 	if len(s.Spec.Selector) > 0 {
 		out.Spec.Selector = map[string]string{"": ""}
+	}
+	for _, m := range s.ManagedFields {
+		if m.Manager == ServicesFieldManager {
+			out.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: ServicesFieldManager}}
+			break
+		}
 	}
 	for _, p := range s.Spec.Ports[:min(len(s.Spec.Ports), maxKeptPorts)] {
 		out.Spec.Ports = append(out.Spec.Ports, corev1.ServicePort{

@@ -20,6 +20,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 
@@ -68,4 +70,27 @@ func TestServicesSharedByCount(t *testing.T) {
 	want("once the first reads nothing", "web")
 	r.Release(two)
 	want("once the second is released")
+}
+
+// TestSlimServiceKeepsMaker: a slim Service says whether kilomesh made it,
+// and keeps nothing else of its managed fields.
+func TestSlimServiceKeepsMaker(t *testing.T) {
+	for name, tc := range map[string]struct {
+		managers []string
+		want     []metav1.ManagedFieldsEntry
+	}{
+		"Kilomesh": {managers: []string{"kubectl-label", ServicesFieldManager}, want: []metav1.ManagedFieldsEntry{{Manager: ServicesFieldManager}}},
+		"Other":    {managers: []string{"kubectl-create"}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			s := &corev1.Service{}
+			for _, m := range tc.managers {
+				s.ManagedFields = append(s.ManagedFields, metav1.ManagedFieldsEntry{Manager: m, Operation: metav1.ManagedFieldsOperationUpdate, FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:spec":{}}`)}})
+			}
+			got := slimService(s).(*corev1.Service).ManagedFields //nolint:forcetypeassert // slimService returns a Service.
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("managed fields, -want, +got:\n%s", diff)
+			}
+		})
+	}
 }

@@ -316,7 +316,8 @@ func planDeletions(p *Plan, selector map[string]string, local *remote.ServiceVie
 		}
 	}
 	for _, s := range local.Services {
-		if Owns(selector, s.Labels) && !wantedSvc[s.Name] && !keptNames[s.Labels[mcsv1beta1.LabelServiceName]] {
+		// A Service kilomesh did not make is never its own, labels or not.
+		if Owns(selector, s.Labels) && madeByKilomesh(s) && s.Spec.Selector == nil && !wantedSvc[s.Name] && !keptNames[s.Labels[mcsv1beta1.LabelServiceName]] {
 			p.DeleteServices = append(p.DeleteServices, s)
 		}
 	}
@@ -534,8 +535,23 @@ func nameTaken(selector map[string]string, id, derived string, imp *mcsv1beta1.S
 		return &v1alpha1.ServiceProblem{Service: id, Reason: v1alpha1.ReasonImportNameConflict, Message: "a ServiceImport of this name that kilomesh does not own for this mesh exists in the member; it is left as it is"}
 	case svc != nil && !Owns(selector, svc.Labels):
 		return &v1alpha1.ServiceProblem{Service: id, Reason: v1alpha1.ReasonImportNameConflict, Message: "a Service named " + derived + " that kilomesh does not own exists in the member; it is left as it is"}
+	case svc != nil && svc.Spec.Selector != nil:
+		return &v1alpha1.ServiceProblem{Service: id, Reason: v1alpha1.ReasonImportNameConflict, Message: "a Service named " + derived + " with the mesh's labels has a selector: kilomesh never makes one, so it is not adopted (its pods would join the ClusterSet IP); it is left as it is"}
+	case svc != nil && !madeByKilomesh(svc):
+		return &v1alpha1.ServiceProblem{Service: id, Reason: v1alpha1.ReasonImportNameConflict, Message: "a Service named " + derived + " with the mesh's labels was not made by kilomesh (no field manager " + remote.ServicesFieldManager + "); it is left as it is"}
 	}
 	return nil
+}
+
+// madeByKilomesh tells whether kilomesh created or applied the Service:
+// its managed fields name kilomesh's field manager.
+func madeByKilomesh(svc *corev1.Service) bool {
+	for _, m := range svc.ManagedFields {
+		if m.Manager == remote.ServicesFieldManager {
+			return true
+		}
+	}
+	return false
 }
 
 // portsAndClusters returns the ports of an import, the winner's first,

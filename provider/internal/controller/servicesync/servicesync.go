@@ -71,7 +71,7 @@ const (
 
 	partMember    = "member"
 	partSource    = "source/"
-	fieldManager  = "kilomesh-services"
+	fieldManager  = remote.ServicesFieldManager
 	workers       = 16
 	writeDeadline = 20 * time.Second
 )
@@ -374,7 +374,7 @@ func (e *external) owned() []client.Object {
 			}
 		}
 		for _, s := range v.Services {
-			if Owns(e.selector, s.Labels) {
+			if Owns(e.selector, s.Labels) && madeByKilomesh(s) && s.Spec.Selector == nil {
 				out = append(out, s)
 			}
 		}

@@ -1,0 +1,126 @@
+/*
+Copyright 2026 The kilomesh Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package servicesync
+
+import (
+	"net/netip"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
+
+	"github.com/kilomesh/kilomesh/apis/kube/v1alpha1"
+	"github.com/kilomesh/kilomesh/provider/internal/remote"
+)
+
+var testSelector = map[string]string{"kilomesh.io/mesh": "m", "app.kubernetes.io/managed-by": "kilomesh", "kilomesh.io/mesh-namespace": "team"}
+
+// exporting is a view of namespace shop in which a member exports a
+// Service of the ports, with one ready endpoint.
+func exporting(name, addr string, created int64, ports ...corev1.ServicePort) *remote.ServiceView {
+	return &remote.ServiceView{
+		Exports: []*mcsv1beta1.ServiceExport{{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: name, CreationTimestamp: metav1.Unix(created, 0)}}},
+		Services: []*corev1.Service{{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: name},
+			Spec:       corev1.ServiceSpec{ClusterIP: "10.96.0.10", Selector: map[string]string{"": ""}, Ports: ports},
+		}},
+		Slices: []*discoveryv1.EndpointSlice{{
+			ObjectMeta:  metav1.ObjectMeta{Namespace: "shop", Name: name + "-x", Labels: map[string]string{discoveryv1.LabelServiceName: name}},
+			AddressType: discoveryv1.AddressTypeIPv4,
+			Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{addr}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}}},
+		}},
+	}
+}
+
+func port(name string, n int32, proto corev1.Protocol) corev1.ServicePort {
+	return corev1.ServicePort{Name: name, Port: n, Protocol: proto}
+}
+
+func input(local *remote.ServiceView, sources ...*remote.ServiceView) Input {
+	in := Input{
+		Selector: testSelector, Owner: [2]string{"team", "m"}, Namespaces: []string{"shop"}, Family: "IPv4",
+		Local: Exporter{ClusterID: "local", Networks: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/16")}, Views: map[string]*remote.ServiceView{"shop": local}},
+	}
+	for i, v := range sources {
+		id := string(rune('a' + i))
+		in.Sources = append(in.Sources, Exporter{
+			Name: id, ClusterID: id,
+			Networks: []netip.Prefix{netip.MustParsePrefix("10." + string(rune('1'+i)) + ".0.0/16")},
+			Views:    map[string]*remote.ServiceView{"shop": v},
+		})
+	}
+	return in
+}
+
+// TestPlanNeverAdoptsPlanted: a Service under the derived name, with the
+// mesh's labels, that kilomesh did not make or that has a selector, is
+// never adopted.
+func TestPlanNeverAdoptsPlanted(t *testing.T) {
+	derived := DerivedName([2]string{"team", "m"}, "shop", "hello")
+	planted := func(selector map[string]string, managers ...string) *corev1.Service {
+		s := &corev1.Service{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: derived, Labels: withLabels(testSelector, map[string]string{mcsv1beta1.LabelServiceName: "hello"})},
+			Spec:       corev1.ServiceSpec{ClusterIP: "10.96.0.99", Selector: selector},
+		}
+		for _, m := range managers {
+			s.ManagedFields = append(s.ManagedFields, metav1.ManagedFieldsEntry{Manager: m})
+		}
+		return s
+	}
+	cases := map[string]struct {
+		reason  string
+		svc     *corev1.Service
+		adopted bool
+	}{
+		"WithSelector": {
+			reason: "A Service with a selector would put its pods behind the ClusterSet IP, even if it names kilomesh's field manager.",
+			svc:    planted(map[string]string{"": ""}, remote.ServicesFieldManager),
+		},
+		"NotMadeByKilomesh": {
+			reason: "A Service with the mesh's labels that another field manager made is left as it is.",
+			svc:    planted(nil, "kubectl-create"),
+		},
+		"MadeByKilomesh": {
+			reason:  "The Service kilomesh made is its own.",
+			svc:     planted(nil, "kubectl-label", remote.ServicesFieldManager),
+			adopted: true,
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			local := &remote.ServiceView{Services: []*corev1.Service{tc.svc}}
+			p := NewPlan(input(local, exporting("hello", "10.1.0.5", 1, port("http", 80, corev1.ProtocolTCP))))
+			if tc.adopted {
+				if len(p.Imports) != 1 || p.Imports[0].HaveService != tc.svc || len(p.Problems) != 0 {
+					t.Errorf("%s\nwant hello imported over the Service, got imports %d, problems %+v", tc.reason, len(p.Imports), p.Problems)
+				}
+				return
+			}
+			if len(p.Imports) != 0 || len(p.Problems) != 1 || p.Problems[0].Reason != v1alpha1.ReasonImportNameConflict {
+				t.Errorf("%s\nwant no import and an ImportNameConflict, got imports %d, problems %+v", tc.reason, len(p.Imports), p.Problems)
+			}
+			for _, s := range p.DeleteServices {
+				if s == tc.svc {
+					t.Errorf("%s\nthe planted Service is deleted", tc.reason)
+				}
+			}
+		})
+	}
+}

@@ -19,6 +19,7 @@ package remote
 import (
 	"context"
 	"slices"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -58,6 +59,11 @@ const (
 	// maxKeptClusters is the most clusters kept of a ServiceImport's
 	// status.
 	maxKeptClusters = 1024
+	// maxKeptManagers is the most field managers of kilomesh kept of a
+	// ServiceExport's status: which meshes wrote its conditions.
+	maxKeptManagers = 8
+	// maxFieldManagerBytes is a field manager's limit.
+	maxFieldManagerBytes = 128
 )
 
 // The longest value of each string a slim object keeps: the API server's
@@ -372,6 +378,14 @@ func slimExport(obj runtime.Object) runtime.Object {
 		return obj
 	}
 	out := &mcsv1beta1.ServiceExport{ObjectMeta: slimMeta(e.ObjectMeta)}
+	for _, m := range e.ManagedFields {
+		if len(out.ManagedFields) == maxKeptManagers {
+			break
+		}
+		if m.Subresource == "status" && strings.HasPrefix(m.Manager, ServicesFieldManager) && len(m.Manager) <= maxFieldManagerBytes {
+			out.ManagedFields = append(out.ManagedFields, metav1.ManagedFieldsEntry{Manager: cut(m.Manager, maxFieldManagerBytes), Subresource: "status"})
+		}
+	}
 	for _, c := range e.Status.Conditions[:min(len(e.Status.Conditions), maxKeptConditions)] {
 		out.Status.Conditions = append(out.Status.Conditions, metav1.Condition{
 			Type: cut(c.Type, maxQualifiedBytes), Status: metav1.ConditionStatus(cut(string(c.Status), maxWordBytes)),

@@ -70,6 +70,9 @@ type Input struct {
 	Selector map[string]string
 	// Owner identifies the mesh in derived names: its namespace and name.
 	Owner [2]string
+	// Manager is the mesh's field manager of the conditions of exports,
+	// see StatusManager.
+	Manager string
 	// Namespaces shared, and the mesh's family (IPv4 or IPv6).
 	Namespaces []string
 	Family     string
@@ -125,6 +128,8 @@ type candidate struct {
 	epPorts   []discoveryv1.EndpointPort
 	refused   []string
 	excluded  bool
+	// writes tells whether the mesh writes the export's conditions.
+	writes bool
 }
 
 // Owns tells whether an object carries every label of the selector.
@@ -186,7 +191,7 @@ func planNamespace(p *Plan, in Input, ns string, exporters []*Exporter, kept map
 	if local == nil {
 		local = &remote.ServiceView{}
 	}
-	byName, mine := candidatesOf(ns, exporters, in.Family)
+	byName, mine := candidatesOf(in, ns, exporters)
 	have := indexLocal(in.Selector, local)
 	wanted := map[string]bool{}
 	wantedSvc := map[string]bool{}
@@ -216,7 +221,7 @@ func planNamespace(p *Plan, in Input, ns string, exporters []*Exporter, kept map
 
 // candidatesOf returns the valid exports of a namespace by Service name,
 // with their endpoints, and every export of the member itself.
-func candidatesOf(ns string, exporters []*Exporter, family string) (map[string][]*candidate, []*candidate) {
+func candidatesOf(in Input, ns string, exporters []*Exporter) (map[string][]*candidate, []*candidate) {
 	byName := map[string][]*candidate{}
 	var mine []*candidate
 	for _, e := range exporters {
@@ -230,16 +235,17 @@ func candidatesOf(ns string, exporters []*Exporter, family string) (map[string][
 		}
 		slices := ownSlices(v)
 		for _, x := range v.Exports {
-			if x.DeletionTimestamp != nil {
+			if x.DeletionTimestamp != nil || !readsExport(in.Owner, x) {
 				continue
 			}
 			c := &candidate{e: e, export: x, svc: services[x.Name]}
 			validate(c)
 			if e == exporters[0] {
+				c.writes = writesConditions(in.Manager, x)
 				mine = append(mine, c)
 			}
 			if c.valid.Status == metav1.ConditionTrue {
-				endpointsOf(c, slices[x.Name], family)
+				endpointsOf(c, slices[x.Name], in.Family)
 				byName[x.Name] = append(byName[x.Name], c)
 			}
 		}
@@ -294,6 +300,9 @@ func countExport(p *Plan, c *candidate) {
 	}
 	if !valid || c.conflict.Status == metav1.ConditionTrue || len(c.refused) > 0 {
 		p.Refused++
+	}
+	if !c.writes {
+		return
 	}
 	if st, changed := exportStatus(c); changed {
 		p.Exports = append(p.Exports, st)
@@ -670,4 +679,63 @@ func exportStatus(c *candidate) (ExportStatus, bool) {
 		want[i].ObservedGeneration = c.export.Generation
 	}
 	return ExportStatus{Namespace: c.export.Namespace, Name: c.export.Name, Conditions: want}, changed
+}
+
+// Labels of a ServiceExport that name the one mesh that reads it.
+const (
+	LabelMesh          = "kilomesh.io/mesh"
+	LabelMeshNamespace = "kilomesh.io/mesh-namespace"
+)
+
+// readsExport tells whether the mesh (its namespace and name) reads an
+// export: every mesh that shares its namespace reads one without the
+// label kilomesh.io/mesh; one with it is read by the mesh it names only
+// (of the namespace kilomesh.io/mesh-namespace names, if it does).
+func readsExport(owner [2]string, x *mcsv1beta1.ServiceExport) bool {
+	m, ok := x.Labels[LabelMesh]
+	if !ok {
+		return true
+	}
+	ns, ok := x.Labels[LabelMeshNamespace]
+	return m == owner[1] && (!ok || ns == owner[0])
+}
+
+// StatusManager is the field manager with which a mesh writes the
+// conditions of exports: one per mesh, at most 128 bytes.
+func StatusManager(owner [2]string) string {
+	m := remote.ServicesFieldManager + "/" + owner[0] + "/" + owner[1]
+	if len(m) > 128 {
+		m = remote.ServicesFieldManager + "/" + hash(owner[0], owner[1])
+	}
+	return m
+}
+
+// writesConditions tells whether the mesh of the field manager writes the
+// conditions of an export it reads: one that names it by label, or one
+// whose conditions no other mesh holds. When several meshes hold them
+// (their first writes crossed), the one of the smallest field manager
+// keeps writing, and takes them over; the others stop. A mesh never
+// writes over the conditions of a mesh that held them first, which
+// releases them when it stops reading the export. The field manager of
+// kilomesh before there was one per mesh is no mesh's.
+func writesConditions(manager string, x *mcsv1beta1.ServiceExport) bool {
+	if _, ok := x.Labels[LabelMesh]; ok {
+		return true
+	}
+	held, smallest := false, true
+	others := false
+	for _, m := range x.ManagedFields {
+		if m.Subresource != "status" || !strings.HasPrefix(m.Manager, remote.ServicesFieldManager+"/") {
+			continue
+		}
+		if m.Manager == manager {
+			held = true
+			continue
+		}
+		others = true
+		if m.Manager < manager {
+			smallest = false
+		}
+	}
+	return !others || (held && smallest)
 }

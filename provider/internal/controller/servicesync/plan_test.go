@@ -124,3 +124,78 @@ func TestPlanNeverAdoptsPlanted(t *testing.T) {
 		})
 	}
 }
+
+// TestPlanExportConditionsPerMesh: a mesh writes the conditions only of
+// exports it reads, and never over another mesh's.
+func TestPlanExportConditionsPerMesh(t *testing.T) {
+	mine := StatusManager([2]string{"team", "m"})
+	held := func(managers ...string) []metav1.ManagedFieldsEntry {
+		var out []metav1.ManagedFieldsEntry
+		for _, m := range managers {
+			out = append(out, metav1.ManagedFieldsEntry{Manager: m, Subresource: "status"})
+		}
+		return out
+	}
+	cases := map[string]struct {
+		reason   string
+		labels   map[string]string
+		managers []metav1.ManagedFieldsEntry
+		read     bool
+		writes   bool
+	}{
+		"Unclaimed": {
+			reason: "An export no mesh wrote conditions on gets this mesh's.",
+			read:   true, writes: true,
+		},
+		"HeldByAnotherMesh": {
+			reason:   "Another mesh that shares the namespace wrote the conditions first: this mesh still exports the Service, and leaves them alone.",
+			managers: held("kilomesh-services/a-tenant/n"),
+			read:     true,
+		},
+		"HeldByBothSmallestWrites": {
+			reason:   "When both hold them, the smallest field manager writes; the other stops.",
+			managers: held("kilomesh-services/zz/n", mine),
+			read:     true, writes: true,
+		},
+		"HeldByBothLargerStops": {
+			reason:   "When both hold them and the other's field manager is smaller, this mesh stops.",
+			managers: held("kilomesh-services/a-tenant/n", mine),
+			read:     true,
+		},
+		"LegacyManager": {
+			reason:   "The single field manager of earlier releases is no mesh's: taken over.",
+			managers: held(remote.ServicesFieldManager),
+			read:     true, writes: true,
+		},
+		"LabelledForThisMesh": {
+			reason:   "An export that names this mesh is its own, whoever wrote before.",
+			labels:   map[string]string{LabelMesh: "m", LabelMeshNamespace: "team"},
+			managers: held("kilomesh-services/a-tenant/n"),
+			read:     true, writes: true,
+		},
+		"LabelledForAnotherMesh": {
+			reason: "An export that names another mesh is neither exported nor written by this one.",
+			labels: map[string]string{LabelMesh: "n"},
+		},
+		"LabelledForTheSameNameInAnotherNamespace": {
+			reason: "The mesh's namespace counts when the export names one.",
+			labels: map[string]string{LabelMesh: "m", LabelMeshNamespace: "other"},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			local := exporting("hello", "10.0.0.5", 1, port("http", 80, corev1.ProtocolTCP))
+			local.Exports[0].Labels = tc.labels
+			local.Exports[0].ManagedFields = tc.managers
+			in := input(local)
+			in.Manager = mine
+			p := NewPlan(in)
+			if read := p.Exported == 1 && len(p.Imports) == 1; read != tc.read {
+				t.Errorf("%s\nexported and imported: got %t, want %t", tc.reason, read, tc.read)
+			}
+			if writes := len(p.Exports) == 1; writes != tc.writes {
+				t.Errorf("%s\nconditions written: got %t, want %t", tc.reason, writes, tc.writes)
+			}
+		})
+	}
+}

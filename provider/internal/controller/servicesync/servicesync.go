@@ -238,6 +238,8 @@ type external struct {
 	// third of the provider's CPU during endpoint churn.
 	writes   [][]write
 	selector map[string]string
+	// manager is the mesh's field manager of the conditions of exports.
+	manager string
 	views    map[string]*remote.ServiceView
 }
 
@@ -269,6 +271,7 @@ func (e *external) observe(ctx context.Context, cr *v1alpha1.ServiceSync) (manag
 		return managed.ExternalObservation{}, err
 	}
 	e.selector = selector
+	e.manager = StatusManager([2]string{cr.GetNamespace(), selector["kilomesh.io/mesh"]})
 	spec := field.NewPath("spec", "forProvider")
 	localNets, err := parseNetworks(spec.Child("networks"), p.Networks)
 	if err != nil {
@@ -290,6 +293,7 @@ func (e *external) observe(ctx context.Context, cr *v1alpha1.ServiceSync) (manag
 	in := Input{
 		Selector:   selector,
 		Owner:      [2]string{cr.GetNamespace(), selector["kilomesh.io/mesh"]},
+		Manager:    e.manager,
 		Namespaces: p.Namespaces,
 		Family:     p.Family,
 		Local:      Exporter{Name: "", ClusterID: p.ClusterID, Networks: localNets, Views: e.views},
@@ -583,12 +587,24 @@ func (e *external) Delete(ctx context.Context, _ *v1alpha1.ServiceSync) (managed
 		errs []error
 	)
 	owned := e.owned()
-	jobs := make([]func(), 0, len(owned))
+	held := e.heldExports()
+	jobs := make([]func(), 0, len(owned)+len(held))
 	for _, o := range owned {
 		jobs = append(jobs, func() {
 			if err := e.delete(wctx, o); err != nil {
 				mu.Lock()
 				errs = append(errs, err)
+				mu.Unlock()
+			}
+		})
+	}
+	// The mesh releases the conditions it wrote: an empty apply drops
+	// them, and another mesh that reads the export may write its own.
+	for _, st := range held {
+		jobs = append(jobs, func() {
+			if err := e.releaseExportStatus(wctx, st); err != nil && !kerrors.IsNotFound(err) {
+				mu.Lock()
+				errs = append(errs, errors.Wrapf(err, errFmtStatus, st.Namespace, st.Name))
 				mu.Unlock()
 			}
 		})
@@ -786,7 +802,34 @@ func (e *external) writeExportStatus(ctx context.Context, st ExportStatus) error
 	u.SetKind("ServiceExport")
 	u.SetNamespace(st.Namespace)
 	u.SetName(st.Name)
-	return e.kube.Status().Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(fieldManager), client.ForceOwnership)
+	return e.kube.Status().Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(e.manager), client.ForceOwnership)
+}
+
+// releaseExportStatus applies nothing to the status of an export with
+// the mesh's field manager: the conditions it held are removed.
+func (e *external) releaseExportStatus(ctx context.Context, st ExportStatus) error {
+	u := &unstructured.Unstructured{Object: map[string]any{}}
+	u.SetAPIVersion(mcsv1beta1.SchemeGroupVersion.String())
+	u.SetKind("ServiceExport")
+	u.SetNamespace(st.Namespace)
+	u.SetName(st.Name)
+	return e.kube.Status().Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(e.manager), client.ForceOwnership)
+}
+
+// heldExports are the member's exports whose conditions the mesh holds.
+func (e *external) heldExports() []ExportStatus {
+	var out []ExportStatus
+	for _, v := range e.views {
+		for _, x := range v.Exports {
+			for _, m := range x.ManagedFields {
+				if m.Subresource == "status" && m.Manager == e.manager {
+					out = append(out, ExportStatus{Namespace: x.Namespace, Name: x.Name})
+					break
+				}
+			}
+		}
+	}
+	return out
 }
 
 // run runs the jobs, several at a time.

@@ -20,6 +20,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -27,11 +28,13 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 
 	xpv2 "github.com/crossplane/crossplane/apis/v2/core/v2"
 
 	"github.com/kilomesh/kilomesh/apis/kube/v1alpha1"
 	"github.com/kilomesh/kilomesh/provider/internal/clients"
+	"github.com/kilomesh/kilomesh/provider/internal/controller/servicesync"
 )
 
 // usedConfigs lists the configs the ProviderConfigUsages of a namespace
@@ -141,4 +144,130 @@ func TestServiceSyncSourceConfigs(t *testing.T) {
 		eventually(ctx, t, "the ServiceSync gone", gone(ctx, &v1alpha1.ServiceSync{ObjectMeta: s.ObjectMeta}))
 		eventually(ctx, t, "no config in use", wantUsed(ctx, ns))
 	})
+}
+
+// statusManagers lists the field managers of kilomesh that hold the status
+// of an export.
+func statusManagers(ctx context.Context, c client.Client, ns, name string) ([]string, error) {
+	x := &mcsv1beta1.ServiceExport{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, x); err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, m := range x.ManagedFields {
+		if m.Subresource == "status" && strings.HasPrefix(m.Manager, "kilomesh-services") {
+			out = append(out, m.Manager)
+		}
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
+// TestServiceSyncSharedExport: two meshes that share a member namespace
+// both export its Services, and one only writes an export's conditions:
+// the one it names, or the first.
+func TestServiceSyncSharedExport(t *testing.T) {
+	needAPIServers(t)
+	ctx := context.Background()
+	ns := namespace(ctx, t)
+	a := startServiceMember(t, "a", "a-1111", "10.1.0.0/16")
+	providerConfig(ctx, t, ns, "a", a.m.Kubeconfig)
+	exportService(ctx, t, a.c, "shop", "hello", false, 80, ep("10.1.1.5", true, ""))
+	first := serviceSync(ns, a)
+	if err := cp.kube.Create(ctx, first); err != nil {
+		t.Fatal(err)
+	}
+	firstManager := servicesync.StatusManager([2]string{ns, "m"})
+	eventually(ctx, t, "the first mesh writes hello's conditions", func() error {
+		got, err := statusManagers(ctx, a.c, "shop", "hello")
+		if err != nil {
+			return err
+		}
+		if diff := cmp.Diff([]string{firstManager}, got); diff != "" {
+			return fmt.Errorf("status managers, -want, +got:\n%s", diff)
+		}
+		return nil
+	})
+	before, err := exportConditions(ctx, a.c, "shop", "hello")
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// A second mesh on the same member namespace, whose view differs: its
+	// ServiceSync names another cluster ID and exports a second Service,
+	// labelled for it.
+	second := serviceSync(ns, a)
+	second.Name = "services-a-m2"
+	second.Spec.ForProvider.Selector = map[string]string{"kilomesh.io/mesh": "m2"}
+	second.Spec.ForProvider.ClusterID = "a-m2"
+	exportService(ctx, t, a.c, "shop", "mine", false, 81, ep("10.1.1.6", true, ""))
+	x := &mcsv1beta1.ServiceExport{}
+	if err := a.c.Get(ctx, client.ObjectKey{Namespace: "shop", Name: "mine"}, x); err != nil {
+		t.Fatal(err)
+	}
+	x.Labels = map[string]string{servicesync.LabelMesh: "m2"}
+	if err := a.c.Update(ctx, x); err != nil {
+		t.Fatal(err)
+	}
+	if err := cp.kube.Create(ctx, second); err != nil {
+		t.Fatal(err)
+	}
+	secondManager := servicesync.StatusManager([2]string{ns, "m2"})
+	eventually(ctx, t, "the second mesh writes the conditions of the export labelled for it", func() error {
+		got, err := statusManagers(ctx, a.c, "shop", "mine")
+		if err != nil {
+			return err
+		}
+		if diff := cmp.Diff([]string{secondManager}, got); diff != "" {
+			return fmt.Errorf("status managers of mine, -want, +got:\n%s", diff)
+		}
+		return nil
+	})
+	eventually(ctx, t, "the second mesh imports both", wantImportCount(ctx, second, 2))
+	eventually(ctx, t, "the first mesh imports hello only", wantImportCount(ctx, first, 1))
+	got, err := statusManagers(ctx, a.c, "shop", "hello")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{firstManager}, got); diff != "" {
+		t.Errorf("the second mesh wrote hello's conditions: status managers, -want, +got:\n%s", diff)
+	}
+	after, err := exportConditions(ctx, a.c, "shop", "hello")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(before, after); diff != "" {
+		t.Errorf("hello's conditions changed: -want, +got:\n%s", diff)
+	}
+
+	// Once the first mesh goes, it releases hello's conditions, and the
+	// second writes its own.
+	if err := cp.kube.Delete(ctx, first); err != nil {
+		t.Fatal(err)
+	}
+	eventually(ctx, t, "the first ServiceSync gone", absent(ctx, cp.kube, first))
+	eventually(ctx, t, "the second mesh writes hello's conditions", func() error {
+		got, err := statusManagers(ctx, a.c, "shop", "hello")
+		if err != nil {
+			return err
+		}
+		if diff := cmp.Diff([]string{secondManager}, got); diff != "" {
+			return fmt.Errorf("status managers of hello, -want, +got:\n%s", diff)
+		}
+		return nil
+	})
+}
+
+// wantImportCount waits until a ServiceSync reports n imports.
+func wantImportCount(ctx context.Context, s *v1alpha1.ServiceSync, n int) func() error {
+	return func() error {
+		got := &v1alpha1.ServiceSync{}
+		if err := cp.kube.Get(ctx, client.ObjectKeyFromObject(s), got); err != nil {
+			return err
+		}
+		if got.Status.AtProvider.Imports != n {
+			return fmt.Errorf("%s imports %d, want %d (%+v)", s.Name, got.Status.AtProvider.Imports, n, got.Status.Conditions)
+		}
+		return nil
+	}
 }

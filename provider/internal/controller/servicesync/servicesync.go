@@ -240,7 +240,7 @@ type external struct {
 	selector map[string]string
 	// manager is the mesh's field manager of the conditions of exports.
 	manager string
-	views    map[string]*remote.ServiceView
+	views   map[string]*remote.ServiceView
 }
 
 func parseNetworks(path *field.Path, nets []string) ([]netip.Prefix, error) {

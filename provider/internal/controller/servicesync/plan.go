@@ -27,10 +27,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/utils/ptr"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 
 	"github.com/kilomesh/kilomesh/apis/kube/v1alpha1"
+	"github.com/kilomesh/kilomesh/internal/safetext"
 	"github.com/kilomesh/kilomesh/provider/internal/remote"
 )
 
@@ -368,7 +370,9 @@ func endpointsOf(c *candidate, slices []*discoveryv1.EndpointSlice, family strin
 			c.accept(ep, s.AddressType, family, seen)
 		}
 		for _, pt := range s.Ports {
-			ports[ptr.Deref(pt.Name, "")] = pt
+			if validEndpointPort(pt) {
+				ports[ptr.Deref(pt.Name, "")] = pt
+			}
 		}
 	}
 	sort.Slice(c.endpoints, func(i, j int) bool { return c.endpoints[i].Addresses[0] < c.endpoints[j].Addresses[0] })
@@ -443,10 +447,6 @@ func resolve(cands []*candidate) {
 		return cands[i].e.ClusterID < cands[j].e.ClusterID
 	})
 	win := cands[0]
-	byName := map[string]mcsv1beta1.ServicePort{}
-	for _, pt := range win.ports {
-		byName[pt.Name] = pt
-	}
 	for _, c := range cands[1:] {
 		switch {
 		case c.typ != win.typ:
@@ -455,21 +455,101 @@ func resolve(cands []*candidate) {
 		case c.svc.Spec.SessionAffinity != win.svc.Spec.SessionAffinity && c.svc.Spec.SessionAffinity != "" && win.svc.Spec.SessionAffinity != "":
 			c.conflict = conflictWith(mcsv1beta1.ServiceExportReasonSessionAffinityConflict, win, "its session affinity "+string(c.svc.Spec.SessionAffinity)+" is not the ClusterSet's "+string(win.svc.Spec.SessionAffinity))
 		}
+	}
+}
+
+// mergePorts merges the ports of the exports of one Service by MCS's
+// rule: the union of their ports, merged first by name, then by protocol
+// and number, the oldest export's port winning, so that the ports are
+// those a Service may have: no two of one name (unnamed included), no two
+// of one protocol and number, and a name on each when there are several.
+// A port a Service could not carry (a name that is not a DNS label, a
+// number out of range, an unknown protocol or appProtocol) is dropped. A
+// port dropped is reported on its export; the others are imported.
+func mergePorts(cands []*candidate) []mcsv1beta1.ServicePort {
+	var out []mcsv1beta1.ServicePort
+	byName := map[string]mcsv1beta1.ServicePort{}
+	byNumber := map[string]mcsv1beta1.ServicePort{}
+	win := cands[0]
+	for _, c := range cands {
 		if c.excluded {
 			continue
 		}
+		var dropped []string
+		conflict := false
 		for _, pt := range c.ports {
-			have, ok := byName[pt.Name]
-			if !ok {
-				byName[pt.Name] = pt
+			if why := invalidPort(pt); why != "" {
+				dropped = append(dropped, why)
 				continue
 			}
-			if have.Port != pt.Port || protocol(have.Protocol) != protocol(pt.Protocol) {
-				c.conflict = conflictWith(mcsv1beta1.ServiceExportReasonPortConflict, win, fmt.Sprintf("port %q is %d/%s here, %d/%s in the ClusterSet", pt.Name, pt.Port, protocol(pt.Protocol), have.Port, protocol(have.Protocol)))
-				break
+			number := fmt.Sprintf("%d/%s", pt.Port, protocol(pt.Protocol))
+			have, named := byName[pt.Name]
+			other, numbered := byNumber[number]
+			switch {
+			case named && have.Port == pt.Port && protocol(have.Protocol) == protocol(pt.Protocol):
+				// The same port.
+			case named:
+				conflict = true
+				dropped = append(dropped, fmt.Sprintf("port %q is %s here, %d/%s in the ClusterSet", pt.Name, number, have.Port, protocol(have.Protocol)))
+			case numbered:
+				conflict = true
+				dropped = append(dropped, fmt.Sprintf("port %s is named %q here, %q in the ClusterSet", number, pt.Name, other.Name))
+			case len(out) > 0 && (pt.Name == "" || unnamed(byName)):
+				conflict = true
+				dropped = append(dropped, fmt.Sprintf("port %s is unnamed here or in the ClusterSet, which has other ports: a Service of several ports names each", number))
+			default:
+				byName[pt.Name] = pt
+				byNumber[number] = pt
+				out = append(out, pt)
 			}
 		}
+		if len(dropped) == 0 || (c.conflict.Status == metav1.ConditionTrue && c.conflict.Reason != string(mcsv1beta1.ServiceExportReasonPortConflict)) {
+			continue
+		}
+		msg := "ports not imported: " + strings.Join(dropped, "; ")
+		if conflict && c != win {
+			c.conflict = conflictWith(mcsv1beta1.ServiceExportReasonPortConflict, win, msg)
+		} else {
+			c.conflict = cond(mcsv1beta1.ServiceExportConditionConflict, true, mcsv1beta1.ServiceExportReasonPortConflict, safeMessage(msg))
+		}
 	}
+	return out
+}
+
+// invalidPort says why a Service could not carry a port, or "".
+func invalidPort(pt mcsv1beta1.ServicePort) string {
+	switch {
+	case pt.Name != "" && len(validation.IsDNS1123Label(pt.Name)) > 0:
+		return fmt.Sprintf("port %d: its name %q is not a DNS label", pt.Port, pt.Name)
+	case len(validation.IsValidPortNum(int(pt.Port))) > 0:
+		return fmt.Sprintf("port %d is out of range 1-65535", pt.Port)
+	case !knownProtocol(pt.Protocol):
+		return fmt.Sprintf("port %d: protocol %q is none of TCP, UDP and SCTP", pt.Port, pt.Protocol)
+	case pt.AppProtocol != nil && len(validation.IsQualifiedName(*pt.AppProtocol)) > 0:
+		return fmt.Sprintf("port %d: its appProtocol %q is not a qualified name", pt.Port, *pt.AppProtocol)
+	}
+	return ""
+}
+
+func unnamed(byName map[string]mcsv1beta1.ServicePort) bool {
+	_, ok := byName[""]
+	return ok
+}
+
+func knownProtocol(p corev1.Protocol) bool {
+	switch protocol(p) {
+	case corev1.ProtocolTCP, corev1.ProtocolUDP, corev1.ProtocolSCTP:
+		return true
+	}
+	return false
+}
+
+// safeMessage cuts a condition's message to its bound.
+func safeMessage(m string) string {
+	if len(m) > maxConflictMessage {
+		m = safetext.Cut(m, maxConflictMessage)
+	}
+	return m
 }
 
 func protocol(p corev1.Protocol) corev1.Protocol {
@@ -480,11 +560,7 @@ func protocol(p corev1.Protocol) corev1.Protocol {
 }
 
 func conflictWith(reason mcsv1beta1.ServiceExportConditionReason, win *candidate, msg string) metav1.Condition {
-	m := msg + "; the oldest export, of cluster " + win.e.ClusterID + ", wins"
-	if len(m) > maxConflictMessage {
-		m = m[:maxConflictMessage]
-	}
-	return cond(mcsv1beta1.ServiceExportConditionConflict, true, reason, m)
+	return cond(mcsv1beta1.ServiceExportConditionConflict, true, reason, safeMessage(msg+"; the oldest export, of cluster "+win.e.ClusterID+", wins"))
 }
 
 // importOf builds what the member holds of one imported Service, or says
@@ -499,7 +575,8 @@ func importOf(in Input, ns, name string, cands []*candidate, kept map[string]boo
 	for _, s := range have.slices[name] {
 		imp.HaveSlices[s.Name] = s
 	}
-	ports, clusters := portsAndClusters(cands, kept, have.slices[name])
+	ports := mergePorts(cands)
+	clusters := clustersOf(cands, kept, have.slices[name])
 	fam := corev1.IPFamily(in.Family)
 	spec := mcsv1beta1.ServiceImportSpec{Type: win.typ, Ports: ports, IPFamilies: []corev1.IPFamily{fam}}
 	if win.svc.Spec.SessionAffinity == corev1.ServiceAffinityClientIP {
@@ -563,27 +640,14 @@ func madeByKilomesh(svc *corev1.Service) bool {
 	return false
 }
 
-// portsAndClusters returns the ports of an import, the winner's first,
-// then the others' that do not conflict, by name; and the cluster IDs of
-// its exporters, with those of sources that cannot be read whose
-// EndpointSlices the member keeps.
-func portsAndClusters(cands []*candidate, kept map[string]bool, haveSlices []*discoveryv1.EndpointSlice) ([]mcsv1beta1.ServicePort, []string) {
-	var ports []mcsv1beta1.ServicePort
-	seen := map[string]bool{}
+// clustersOf returns the cluster IDs of the exporters of an import, with
+// those of sources that cannot be read whose EndpointSlices the member
+// keeps.
+func clustersOf(cands []*candidate, kept map[string]bool, haveSlices []*discoveryv1.EndpointSlice) []string {
 	var clusters []string
 	for _, c := range cands {
-		if c.excluded {
-			continue
-		}
-		clusters = append(clusters, c.e.ClusterID)
-		if c.conflict.Status == metav1.ConditionTrue && c.conflict.Reason == string(mcsv1beta1.ServiceExportReasonPortConflict) {
-			continue
-		}
-		for _, pt := range c.ports {
-			if !seen[pt.Name] {
-				seen[pt.Name] = true
-				ports = append(ports, pt)
-			}
+		if !c.excluded {
+			clusters = append(clusters, c.e.ClusterID)
 		}
 	}
 	for _, s := range haveSlices {
@@ -592,7 +656,7 @@ func portsAndClusters(cands []*candidate, kept map[string]bool, haveSlices []*di
 		}
 	}
 	sort.Strings(clusters)
-	return ports, clusters
+	return clusters
 }
 
 // derivedService is the Service without a selector behind a ClusterSetIP
@@ -738,4 +802,14 @@ func writesConditions(manager string, x *mcsv1beta1.ServiceExport) bool {
 		}
 	}
 	return !others || (held && smallest)
+}
+
+// validEndpointPort tells whether an EndpointSlice may carry the port: a
+// hostile member's API server may send any.
+func validEndpointPort(pt discoveryv1.EndpointPort) bool {
+	n := ptr.Deref(pt.Name, "")
+	return (n == "" || len(validation.IsDNS1123Label(n)) == 0) &&
+		(pt.Port == nil || len(validation.IsValidPortNum(int(*pt.Port))) == 0) &&
+		(pt.Protocol == nil || knownProtocol(*pt.Protocol)) &&
+		(pt.AppProtocol == nil || len(validation.IsQualifiedName(*pt.AppProtocol)) == 0)
 }

@@ -17,9 +17,11 @@ limitations under the License.
 package servicesync
 
 import (
+	"fmt"
 	"net/netip"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -198,4 +200,94 @@ func TestPlanExportConditionsPerMesh(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestPlanMergesPorts: the ports of an import are merged by MCS's rule and
+// are those a Service may carry; a bad or conflicting port is dropped and
+// reported on its export, never the whole import.
+func TestPlanMergesPorts(t *testing.T) {
+	http := port("http", 80, corev1.ProtocolTCP)
+	cases := map[string]struct {
+		reason   string
+		older    []corev1.ServicePort
+		newer    []corev1.ServicePort
+		want     []string
+		conflict string
+	}{
+		"Union": {
+			reason: "Ports of other names and numbers are merged.",
+			older:  []corev1.ServicePort{http}, newer: []corev1.ServicePort{port("grpc", 90, corev1.ProtocolTCP)},
+			want: []string{"http 80/TCP", "grpc 90/TCP"},
+		},
+		"SameNumberOtherName": {
+			reason: "Two names for 80/TCP: a Service may not carry both; the oldest's wins.",
+			older:  []corev1.ServicePort{http}, newer: []corev1.ServicePort{port("web", 80, corev1.ProtocolTCP)},
+			want: []string{"http 80/TCP"}, conflict: "PortConflict",
+		},
+		"SameNameOtherNumber": {
+			reason: "One name, two numbers: the oldest's wins.",
+			older:  []corev1.ServicePort{http}, newer: []corev1.ServicePort{port("http", 8080, corev1.ProtocolTCP)},
+			want: []string{"http 80/TCP"}, conflict: "PortConflict",
+		},
+		"UnnamedAmongSeveral": {
+			reason: "An unnamed port cannot sit among others in a Service.",
+			older:  []corev1.ServicePort{port("", 80, corev1.ProtocolTCP)}, newer: []corev1.ServicePort{port("metrics", 9090, corev1.ProtocolTCP)},
+			want: []string{" 80/TCP"}, conflict: "PortConflict",
+		},
+		"NameNoServiceCarries": {
+			reason: "A hostile API server's port name that is not a DNS label is dropped; the other port is imported.",
+			older:  []corev1.ServicePort{http}, newer: []corev1.ServicePort{port("Not_A_Port_Name!", 81, corev1.ProtocolTCP), port("grpc", 90, corev1.ProtocolTCP)},
+			want: []string{"http 80/TCP", "grpc 90/TCP"}, conflict: "PortConflict",
+		},
+		"NumberOutOfRange": {
+			reason: "Port 0 or 70000 is dropped.",
+			older:  []corev1.ServicePort{http}, newer: []corev1.ServicePort{port("big", 70000, corev1.ProtocolTCP)},
+			want: []string{"http 80/TCP"}, conflict: "PortConflict",
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			// The member itself exports the newer, so that the plan says
+			// what its export's conditions become.
+			older := exporting("hello", "10.1.0.5", 1, tc.older...)
+			newer := exporting("hello", "10.0.0.5", 2, tc.newer...)
+			p := NewPlan(input(newer, older))
+			if len(p.Imports) != 1 || len(p.Problems) != 0 {
+				t.Fatalf("%s\nwant hello imported, got %d imports, problems %+v", tc.reason, len(p.Imports), p.Problems)
+			}
+			imp := p.Imports[0]
+			var got []string
+			for _, pt := range imp.Import.Spec.Ports {
+				got = append(got, pt.Name+" "+fmt.Sprint(pt.Port)+"/"+string(pt.Protocol))
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("%s\nports, -want, +got:\n%s", tc.reason, diff)
+			}
+			if len(imp.Service.Spec.Ports) != len(tc.want) {
+				t.Errorf("%s\nthe derived Service has %d ports, want %d", tc.reason, len(imp.Service.Spec.Ports), len(tc.want))
+			}
+			if diff := cmp.Diff([]string{"a", "local"}, clusterIDs(imp)); diff != "" {
+				t.Errorf("%s\nboth exporters imported, -want, +got:\n%s", tc.reason, diff)
+			}
+			reason := ""
+			for _, st := range p.Exports {
+				for _, c := range st.Conditions {
+					if c.Type == string(mcsv1beta1.ServiceExportConditionConflict) && c.Status == metav1.ConditionTrue {
+						reason = c.Reason
+					}
+				}
+			}
+			if reason != tc.conflict {
+				t.Errorf("%s\nthe newer export's Conflict reason is %q, want %q", tc.reason, reason, tc.conflict)
+			}
+		})
+	}
+}
+
+func clusterIDs(imp Import) []string {
+	var out []string
+	for _, c := range imp.Import.Status.Clusters {
+		out = append(out, c.Cluster)
+	}
+	return out
 }

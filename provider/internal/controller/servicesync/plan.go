@@ -81,7 +81,15 @@ type Input struct {
 	// Local is the member itself, which exports too; Sources the others.
 	Local   Exporter
 	Sources []Exporter
+	// Seen is when each export was first seen, by Service (namespace/name)
+	// and cluster ID, as the ServiceSync's status recorded it; Now is the
+	// time of an export seen for the first time.
+	Seen map[SeenKey]metav1.Time
+	Now  metav1.Time
 }
+
+// SeenKey names one exporter's export of a Service.
+type SeenKey struct{ Service, Cluster string }
 
 // An Import is a Service the member imports, with every object behind it.
 type Import struct {
@@ -114,6 +122,8 @@ type Plan struct {
 	Problems       []v1alpha1.ServiceProblem
 	// Counts for the status.
 	Exported, Refused int
+	// Seen is when each export of an imported Service was first seen.
+	Seen []v1alpha1.ExportSeen
 }
 
 // candidate is one ServiceExport of one member.
@@ -132,6 +142,8 @@ type candidate struct {
 	excluded  bool
 	// writes tells whether the mesh writes the export's conditions.
 	writes bool
+	// seen is when the export was first seen.
+	seen metav1.Time
 }
 
 // Owns tells whether an object carries every label of the selector.
@@ -185,6 +197,25 @@ func NewPlan(in Input) Plan {
 	for _, ns := range in.Namespaces {
 		planNamespace(&p, in, ns, exporters, kept)
 	}
+	// A source that cannot be read keeps what it exported, and when.
+	have := make(map[SeenKey]bool, len(p.Seen))
+	for _, s := range p.Seen {
+		have[SeenKey{Service: s.Service, Cluster: s.Cluster}] = true
+	}
+	for k, t := range in.Seen {
+		if kept[k.Cluster] && !have[k] {
+			p.Seen = append(p.Seen, v1alpha1.ExportSeen{Service: k.Service, Cluster: k.Cluster, Since: t})
+		}
+	}
+	sort.Slice(p.Seen, func(i, j int) bool {
+		if p.Seen[i].Service != p.Seen[j].Service {
+			return p.Seen[i].Service < p.Seen[j].Service
+		}
+		return p.Seen[i].Cluster < p.Seen[j].Cluster
+	})
+	if len(p.Seen) > v1alpha1.MaxFirstSeen {
+		p.Seen = p.Seen[:v1alpha1.MaxFirstSeen]
+	}
 	return p
 }
 
@@ -200,6 +231,14 @@ func planNamespace(p *Plan, in Input, ns string, exporters []*Exporter, kept map
 	desiredSlices := map[string]bool{}
 	for _, n := range sortedKeys(byName) {
 		cands := byName[n]
+		for _, c := range cands {
+			key := SeenKey{Service: ns + "/" + n, Cluster: c.e.ClusterID}
+			c.seen = in.Now
+			if t, ok := in.Seen[key]; ok {
+				c.seen = t
+			}
+			p.Seen = append(p.Seen, v1alpha1.ExportSeen{Service: key.Service, Cluster: key.Cluster, Since: c.seen})
+		}
 		resolve(cands)
 		imp, problem := importOf(in, ns, n, cands, kept, have)
 		if problem != nil {
@@ -435,12 +474,14 @@ func inside(nets []netip.Prefix, a netip.Addr) bool {
 }
 
 // resolve applies MCS's conflict rule to the exporters of one Service: the
-// oldest ServiceExport (by creation time, then cluster ID) wins. An export
-// of another type is left out; a port or session affinity in conflict is
-// taken from the winner, and the export is still imported.
+// oldest ServiceExport wins, by when the provider first saw it (never the
+// creation time the exporter claims, which a member's API server may
+// forge), then by cluster ID. An export of another type is left out; a
+// port or session affinity in conflict is taken from the winner, and the
+// export is still imported.
 func resolve(cands []*candidate) {
 	sort.SliceStable(cands, func(i, j int) bool {
-		a, b := cands[i].export.CreationTimestamp, cands[j].export.CreationTimestamp
+		a, b := cands[i].seen, cands[j].seen
 		if !a.Equal(&b) {
 			return a.Before(&b)
 		}
@@ -560,7 +601,7 @@ func protocol(p corev1.Protocol) corev1.Protocol {
 }
 
 func conflictWith(reason mcsv1beta1.ServiceExportConditionReason, win *candidate, msg string) metav1.Condition {
-	return cond(mcsv1beta1.ServiceExportConditionConflict, true, reason, safeMessage(msg+"; the oldest export, of cluster "+win.e.ClusterID+", wins"))
+	return cond(mcsv1beta1.ServiceExportConditionConflict, true, reason, safeMessage(msg+"; the export seen first, of cluster "+win.e.ClusterID+", wins"))
 }
 
 // importOf builds what the member holds of one imported Service, or says

@@ -291,3 +291,43 @@ func clusterIDs(imp Import) []string {
 	}
 	return out
 }
+
+// TestPlanOrdersByFirstSeen: the export the provider saw first wins, not
+// the one whose exporter claims the oldest creation time.
+func TestPlanOrdersByFirstSeen(t *testing.T) {
+	http := port("http", 80, corev1.ProtocolTCP)
+	honest := exporting("hello", "10.1.0.5", 1_700_000_000, http)
+	// A hostile member's API server claims its export was made in 1970,
+	// as a headless Service, to exclude the honest exporter.
+	forged := exporting("hello", "10.2.0.5", 0, http)
+	forged.Services[0].Spec.ClusterIP = corev1.ClusterIPNone
+	in := input(&remote.ServiceView{}, honest, forged)
+	seen := metav1.Unix(1_800_000_000, 0)
+	in.Seen = map[SeenKey]metav1.Time{{Service: "shop/hello", Cluster: "a"}: seen}
+	in.Now = metav1.Unix(1_800_000_600, 0)
+	p := NewPlan(in)
+	if len(p.Imports) != 1 {
+		t.Fatalf("want hello imported, got %d imports, problems %+v", len(p.Imports), p.Problems)
+	}
+	imp := p.Imports[0]
+	if imp.Import.Spec.Type != mcsv1beta1.ClusterSetIP {
+		t.Errorf("the import is %s, want the honest exporter's ClusterSetIP", imp.Import.Spec.Type)
+	}
+	if diff := cmp.Diff([]string{"a"}, clusterIDs(imp)); diff != "" {
+		t.Errorf("exporters imported, -want, +got:\n%s", diff)
+	}
+	want := []v1alpha1.ExportSeen{
+		{Service: "shop/hello", Cluster: "a", Since: seen},
+		{Service: "shop/hello", Cluster: "b", Since: in.Now},
+	}
+	if diff := cmp.Diff(want, p.Seen); diff != "" {
+		t.Errorf("first seen, -want, +got:\n%s", diff)
+	}
+
+	// A source that cannot be read keeps when its exports were seen.
+	in.Sources[0].Views = nil
+	p = NewPlan(in)
+	if diff := cmp.Diff(want, p.Seen); diff != "" {
+		t.Errorf("with a unreadable: first seen, -want, +got:\n%s", diff)
+	}
+}

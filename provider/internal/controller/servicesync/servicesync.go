@@ -298,6 +298,11 @@ func (e *external) observe(ctx context.Context, cr *v1alpha1.ServiceSync) (manag
 		Family:     p.Family,
 		Local:      Exporter{Name: "", ClusterID: p.ClusterID, Networks: localNets, Views: e.views},
 	}
+	in.Now = metav1.NewTime(now.Truncate(time.Second))
+	in.Seen = make(map[SeenKey]metav1.Time, len(cr.Status.AtProvider.FirstSeen))
+	for _, s := range cr.Status.AtProvider.FirstSeen {
+		in.Seen[SeenKey{Service: s.Service, Cluster: s.Cluster}] = s.Since
+	}
 	var unreachable []v1alpha1.UnreachableSource
 	for i, s := range e.sources {
 		nets, err := parseNetworks(spec.Child("sources").Index(i).Child("networks"), s.spec.Networks)
@@ -403,6 +408,7 @@ func setStatus(cr *v1alpha1.ServiceSync, p Plan, unreachable []v1alpha1.Unreacha
 	sort.Slice(unreachable, func(i, j int) bool { return unreachable[i].Name < unreachable[j].Name })
 	cr.Status.AtProvider = v1alpha1.ServiceSyncObservation{
 		Exports: p.Exported, Imports: len(p.Imports), Refused: p.Refused, Unreachable: unreachable, Problems: problems,
+		FirstSeen: p.Seen,
 	}
 	if len(p.Problems) > 0 {
 		cr.SetConditions(xpv2.Condition{Type: xpv2.TypeReady, Status: corev1.ConditionFalse, LastTransitionTime: metav1.Now(),

@@ -148,6 +148,9 @@ type ServiceView struct {
 	Services []*corev1.Service
 	Slices   []*discoveryv1.EndpointSlice
 	Imports  []*mcsv1beta1.ServiceImport
+	// Incomplete names the kinds whose watch left objects out, past its
+	// bounds, and the bounds; empty when the view holds everything.
+	Incomplete []string
 }
 
 // ServiceObjects returns what the cluster holds in the namespace, starting
@@ -164,6 +167,9 @@ func (c *Cluster) ServiceObjects(_ context.Context, namespace string) (*ServiceV
 		items, err := f.items()
 		if err != nil {
 			return nil, errors.Wrapf(err, errFmtServiceKind, kind, namespace)
+		}
+		if why := f.incomplete(); why != "" {
+			v.Incomplete = append(v.Incomplete, kind+" ("+why+")")
 		}
 		for _, o := range items {
 			switch t := o.(type) {

@@ -124,6 +124,10 @@ type Plan struct {
 	Exported, Refused int
 	// Seen is when each export of an imported Service was first seen.
 	Seen []v1alpha1.ExportSeen
+	// Incomplete says which watches left objects out, past their bounds:
+	// the plan then writes and deletes nothing, since what is missing
+	// would pass for deleted.
+	Incomplete string
 }
 
 // candidate is one ServiceExport of one member.
@@ -188,6 +192,14 @@ func NewPlan(in Input) Plan {
 	for i := range in.Sources {
 		exporters = append(exporters, &in.Sources[i])
 	}
+	if why := incomplete(exporters, in.Namespaces); why != "" {
+		// What the plan would write or delete is unknown: it keeps the
+		// member as it is, and when it first saw each export.
+		for k, t := range in.Seen {
+			p.Seen = append(p.Seen, v1alpha1.ExportSeen{Service: k.Service, Cluster: k.Cluster, Since: t})
+		}
+		return Plan{Incomplete: why, Seen: sortSeen(p.Seen)}
+	}
 	kept := map[string]bool{}
 	for _, e := range exporters[1:] {
 		if e.Views == nil {
@@ -207,16 +219,37 @@ func NewPlan(in Input) Plan {
 			p.Seen = append(p.Seen, v1alpha1.ExportSeen{Service: k.Service, Cluster: k.Cluster, Since: t})
 		}
 	}
-	sort.Slice(p.Seen, func(i, j int) bool {
-		if p.Seen[i].Service != p.Seen[j].Service {
-			return p.Seen[i].Service < p.Seen[j].Service
-		}
-		return p.Seen[i].Cluster < p.Seen[j].Cluster
-	})
-	if len(p.Seen) > v1alpha1.MaxFirstSeen {
-		p.Seen = p.Seen[:v1alpha1.MaxFirstSeen]
-	}
+	p.Seen = sortSeen(p.Seen)
 	return p
+}
+
+// sortSeen sorts the record of exports seen, and bounds it.
+func sortSeen(seen []v1alpha1.ExportSeen) []v1alpha1.ExportSeen {
+	sort.Slice(seen, func(i, j int) bool {
+		if seen[i].Service != seen[j].Service {
+			return seen[i].Service < seen[j].Service
+		}
+		return seen[i].Cluster < seen[j].Cluster
+	})
+	return seen[:min(len(seen), v1alpha1.MaxFirstSeen)]
+}
+
+// incomplete names the watches, of the member or of a source, that left
+// objects out past their bounds, or "".
+func incomplete(exporters []*Exporter, namespaces []string) string {
+	var out []string
+	for i, e := range exporters {
+		who := "the member"
+		if i > 0 {
+			who = "source " + e.Name
+		}
+		for _, ns := range namespaces {
+			if v := e.Views[ns]; v != nil && len(v.Incomplete) > 0 {
+				out = append(out, fmt.Sprintf("%s, namespace %s: %s", who, ns, strings.Join(v.Incomplete, ", ")))
+			}
+		}
+	}
+	return strings.Join(out, "; ")
 }
 
 func planNamespace(p *Plan, in Input, ns string, exporters []*Exporter, kept map[string]bool) {

@@ -331,3 +331,22 @@ func TestPlanOrdersByFirstSeen(t *testing.T) {
 		t.Errorf("with a unreadable: first seen, -want, +got:\n%s", diff)
 	}
 }
+
+// TestPlanIncompleteWritesNothing: a watch that left objects out past its
+// bounds makes the plan write and delete nothing: the exports it missed
+// would pass for deleted, and their imports be deleted everywhere.
+func TestPlanIncompleteWritesNothing(t *testing.T) {
+	local := &remote.ServiceView{Imports: []*mcsv1beta1.ServiceImport{{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "hello", Labels: testSelector},
+	}}}
+	source := exporting("other", "10.1.0.5", 1, port("http", 80, corev1.ProtocolTCP))
+	source.Incomplete = []string{"ServiceExports (more than 20000 objects)"}
+	in := input(local, source)
+	p := NewPlan(in)
+	if len(p.DeleteImports)+len(p.DeleteServices)+len(p.DeleteSlices)+len(p.Imports)+len(p.Exports) != 0 {
+		t.Errorf("an incomplete feed plans writes: %d imports, %d deletions of imports", len(p.Imports), len(p.DeleteImports))
+	}
+	if want := "source a, namespace shop: ServiceExports (more than 20000 objects)"; p.Incomplete != want {
+		t.Errorf("Incomplete: got %q, want %q", p.Incomplete, want)
+	}
+}

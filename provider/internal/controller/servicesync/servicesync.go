@@ -67,7 +67,11 @@ const (
 	errFmtDelete   = "cannot delete %s %s/%s"
 	errFmtStatus   = "cannot write the conditions of ServiceExport %s/%s"
 
+	errFmtIncomplete     = "nothing is written nor deleted while a watch leaves objects out past its bounds: %s"
 	errFmtSourceIdentity = "%s: %s is refused as a source: the member's own config is a namespaced ProviderConfig, which may not carry the identity of provider-kilomesh, so its sources may not either"
+
+	// ReasonFeedIncomplete: a watch left objects out, past its bounds.
+	ReasonFeedIncomplete = "FeedIncomplete"
 
 	partMember    = "member"
 	partSource    = "source/"
@@ -330,6 +334,16 @@ func (e *external) observe(ctx context.Context, cr *v1alpha1.ServiceSync) (manag
 		in.Sources = append(in.Sources, ex)
 	}
 	e.plan = NewPlan(in)
+	if e.plan.Incomplete != "" {
+		// Nothing is written nor deleted: what the watches left out would
+		// pass for deleted. The counts stay as they were.
+		obs := cr.Status.AtProvider
+		obs.Unreachable, obs.FirstSeen = unreachable, e.plan.Seen
+		cr.Status.AtProvider = obs
+		cr.SetConditions(xpv2.Condition{Type: xpv2.TypeReady, Status: corev1.ConditionFalse, LastTransitionTime: metav1.Now(),
+			Reason: ReasonFeedIncomplete, Message: safetext.Message(fmt.Sprintf(errFmtIncomplete, e.plan.Incomplete), 1024)})
+		return managed.ExternalObservation{ResourceExists: true, ResourceUpToDate: true}, nil
+	}
 	setStatus(cr, e.plan, unreachable)
 	return managed.ExternalObservation{ResourceExists: true, ResourceUpToDate: e.upToDate()}, nil
 }

@@ -70,9 +70,13 @@ type ServiceSyncParameters struct {
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=63
 	ClusterID string `json:"clusterID"`
-	// Namespaces that export and import.
+	// Namespaces that export and import, each a DNS label (an empty one
+	// would mean every namespace to a watch).
 	// +kubebuilder:validation:MinItems=1
 	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=63
+	// +kubebuilder:validation:items:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
 	Namespaces []string `json:"namespaces"`
 	// Networks are this member's networks that the endpoints of its own
 	// exports may lie in; see ServiceSource.

@@ -18,6 +18,8 @@ package remote
 
 import (
 	"context"
+	"net/netip"
+	"net/url"
 	"slices"
 	"strings"
 
@@ -185,6 +187,17 @@ func (c *Cluster) ServiceObjects(_ context.Context, namespace string) (*ServiceV
 		}
 	}
 	return v, nil
+}
+
+// ServerAddr returns the address of the cluster's API server, when its
+// host is an IP address.
+func (c *Cluster) ServerAddr() (netip.Addr, bool) {
+	u, err := url.Parse(c.cfg.Host)
+	if err != nil {
+		return netip.Addr{}, false
+	}
+	a, err := netip.ParseAddr(u.Hostname())
+	return a.Unmap(), err == nil
 }
 
 // UseServices records the namespaces u reads of the cluster, and stops

@@ -21,6 +21,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"net/netip"
+	"slices"
 	"sort"
 	"strings"
 
@@ -64,6 +65,9 @@ type Exporter struct {
 	// Views by namespace; nil while the member cannot be read, when what
 	// it exported stays imported as it is.
 	Views map[string]*remote.ServiceView
+	// foreign are the networks of the other members: an endpoint of this
+	// one there is refused, whatever its own networks say.
+	foreign []netip.Prefix
 }
 
 // Input is what a plan is made of.
@@ -86,6 +90,9 @@ type Input struct {
 	// time of an export seen for the first time.
 	Seen map[SeenKey]metav1.Time
 	Now  metav1.Time
+	// Guarded are addresses of the member itself (its API server's) that
+	// no endpoint imported from a source may have.
+	Guarded []netip.Addr
 }
 
 // SeenKey names one exporter's export of a Service.
@@ -148,6 +155,8 @@ type candidate struct {
 	writes bool
 	// seen is when the export was first seen.
 	seen metav1.Time
+	// guarded are addresses its endpoints may not have.
+	guarded []netip.Addr
 }
 
 // Owns tells whether an object carries every label of the selector.
@@ -191,6 +200,14 @@ func NewPlan(in Input) Plan {
 	exporters = append(exporters, &in.Local)
 	for i := range in.Sources {
 		exporters = append(exporters, &in.Sources[i])
+	}
+	for _, e := range exporters {
+		e.foreign = nil
+		for _, o := range exporters {
+			if o != e {
+				e.foreign = append(e.foreign, o.Networks...)
+			}
+		}
 	}
 	if why := incomplete(exporters, in.Namespaces); why != "" {
 		// What the plan would write or delete is unknown: it keeps the
@@ -319,6 +336,9 @@ func candidatesOf(in Input, ns string, exporters []*Exporter) (map[string][]*can
 				mine = append(mine, c)
 			}
 			if c.valid.Status == metav1.ConditionTrue {
+				if e != exporters[0] {
+					c.guarded = in.Guarded
+				}
 				endpointsOf(c, slices[x.Name], in.Family)
 				byName[x.Name] = append(byName[x.Name], c)
 			}
@@ -482,7 +502,8 @@ func (c *candidate) accept(ep discoveryv1.Endpoint, t discoveryv1.AddressType, f
 	}
 	addr := ep.Addresses[0]
 	a, err := netip.ParseAddr(addr)
-	if err != nil || string(t) != family || (family == "IPv4") != a.Is4() || a.Zone() != "" || !inside(c.e.Networks, a) {
+	if err != nil || string(t) != family || (family == "IPv4") != a.Is4() || a.Zone() != "" || !inside(c.e.Networks, a) ||
+		inside(c.e.foreign, a) || slices.Contains(c.guarded, a.Unmap()) {
 		c.refused = append(c.refused, addr)
 		return
 	}

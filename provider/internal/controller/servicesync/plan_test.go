@@ -19,12 +19,14 @@ package servicesync
 import (
 	"fmt"
 	"net/netip"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/utils/ptr"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 
@@ -348,5 +350,42 @@ func TestPlanIncompleteWritesNothing(t *testing.T) {
 	}
 	if want := "source a, namespace shop: ServiceExports (more than 20000 objects)"; p.Incomplete != want {
 		t.Errorf("Incomplete: got %q, want %q", p.Incomplete, want)
+	}
+}
+
+// TestPlanGuardsImporterAddresses: whatever networks a hand-made
+// ServiceSync declares for a source, its endpoints may not point at the
+// importer's own networks, another member's, or the importer's API server.
+func TestPlanGuardsImporterAddresses(t *testing.T) {
+	hostile := exporting("hello", "10.9.0.1", 1, port("http", 80, corev1.ProtocolTCP))
+	for _, addr := range []string{"10.0.0.7", "192.0.2.1", "10.2.0.5"} {
+		hostile.Slices[0].Endpoints = append(hostile.Slices[0].Endpoints, discoveryv1.Endpoint{Addresses: []string{addr}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}})
+	}
+	in := input(&remote.ServiceView{}, hostile, &remote.ServiceView{})
+	in.Sources[0].Networks = []netip.Prefix{netip.MustParsePrefix("0.0.0.0/0")}
+	in.Guarded = []netip.Addr{netip.MustParseAddr("192.0.2.1")}
+	p := NewPlan(in)
+	if len(p.Imports) != 1 {
+		t.Fatalf("want hello imported, got %d imports, problems %+v", len(p.Imports), p.Problems)
+	}
+	var got []string
+	for _, s := range p.Imports[0].Slices {
+		for _, e := range s.Endpoints {
+			got = append(got, e.Addresses[0])
+		}
+	}
+	if diff := cmp.Diff([]string{"10.9.0.1"}, got); diff != "" {
+		t.Errorf("endpoints imported, -want, +got:\n%s", diff)
+	}
+}
+
+func TestCheckNamespaces(t *testing.T) {
+	for _, bad := range []string{"", "Shop", "a.b", strings.Repeat("a", 64)} {
+		if err := checkNamespaces(field.NewPath("spec", "forProvider", "namespaces"), []string{"shop", bad}); err == nil || !strings.Contains(err.Error(), "spec.forProvider.namespaces[1]") {
+			t.Errorf("namespace %q: want an error naming spec.forProvider.namespaces[1], got %v", bad, err)
+		}
+	}
+	if err := checkNamespaces(field.NewPath("namespaces"), []string{"shop", "web-1"}); err != nil {
+		t.Errorf("DNS labels refused: %v", err)
 	}
 }

@@ -24,6 +24,7 @@ import (
 	"fmt"
 	"net/netip"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -35,6 +36,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -259,6 +261,17 @@ func parseNetworks(path *field.Path, nets []string) ([]netip.Prefix, error) {
 	return out, nil
 }
 
+// checkNamespaces refuses a namespace that is not a DNS label, whatever
+// the CRD let through: an empty one would mean every namespace to a watch.
+func checkNamespaces(path *field.Path, namespaces []string) error {
+	for i, ns := range namespaces {
+		if msgs := validation.IsDNS1123Label(ns); len(msgs) > 0 {
+			return field.Invalid(path.Index(i), ns, strings.Join(msgs, "; "))
+		}
+	}
+	return nil
+}
+
 // Observe reads the member and every source, and plans.
 func (e *external) Observe(ctx context.Context, cr *v1alpha1.ServiceSync) (managed.ExternalObservation, error) {
 	o, err := e.observe(ctx, cr)
@@ -281,6 +294,9 @@ func (e *external) observe(ctx context.Context, cr *v1alpha1.ServiceSync) (manag
 	if err != nil {
 		return managed.ExternalObservation{}, err
 	}
+	if err := checkNamespaces(spec.Child("namespaces"), p.Namespaces); err != nil {
+		return managed.ExternalObservation{}, err
+	}
 	e.member.UseServices(e.user, p.Namespaces)
 	e.views = map[string]*remote.ServiceView{}
 	for _, ns := range p.Namespaces {
@@ -301,6 +317,9 @@ func (e *external) observe(ctx context.Context, cr *v1alpha1.ServiceSync) (manag
 		Namespaces: p.Namespaces,
 		Family:     p.Family,
 		Local:      Exporter{Name: "", ClusterID: p.ClusterID, Networks: localNets, Views: e.views},
+	}
+	if a, ok := e.member.ServerAddr(); ok {
+		in.Guarded = []netip.Addr{a}
 	}
 	in.Now = metav1.NewTime(now.Truncate(time.Second))
 	in.Seen = make(map[SeenKey]metav1.Time, len(cr.Status.AtProvider.FirstSeen))

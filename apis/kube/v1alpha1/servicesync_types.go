@@ -144,14 +144,14 @@ type ServiceSyncObservation struct {
 	// ordered by it (the first seen wins a conflict), never by a time an
 	// exporter claims, such as its ServiceExport's creationTimestamp.
 	// +optional
-	// +kubebuilder:validation:MaxItems=4096
+	// +kubebuilder:validation:MaxItems=1024
 	FirstSeen []ExportSeen `json:"firstSeen,omitempty"`
 }
 
 // MaxFirstSeen is the most exports a ServiceSync's status records as
 // seen; exporters past it are ordered as first seen at the observation
 // that meets them, then by cluster ID.
-const MaxFirstSeen = 4096
+const MaxFirstSeen = 1024
 
 // ExportSeen is when the provider first saw one exporter's export of a
 // Service.

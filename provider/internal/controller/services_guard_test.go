@@ -194,12 +194,15 @@ func TestServiceSyncSharedExport(t *testing.T) {
 	}
 
 	// A second mesh on the same member namespace, whose view differs: its
-	// ServiceSync names another cluster ID and exports a second Service,
-	// labelled for it.
+	// ServiceSync names another cluster ID and other networks, and a
+	// second Service is exported, labelled for it.
 	second := serviceSync(ns, a)
 	second.Name = "services-a-m2"
 	second.Spec.ForProvider.Selector = map[string]string{"kilomesh.io/mesh": "m2"}
 	second.Spec.ForProvider.ClusterID = "a-m2"
+	// Its networks leave hello's endpoint out: the conditions it would
+	// write on hello differ from the first mesh's.
+	second.Spec.ForProvider.Networks = []string{"10.9.0.0/16"}
 	exportService(ctx, t, a.c, "shop", "mine", false, 81, ep("10.1.1.6", true, ""))
 	x := &mcsv1beta1.ServiceExport{}
 	if err := a.c.Get(ctx, client.ObjectKey{Namespace: "shop", Name: "mine"}, x); err != nil {

@@ -179,7 +179,8 @@ func (t *UsageTracker) deleteUsage(ctx context.Context, namespace, name string) 
 	u.SetGroupVersionKind(UsageGroupVersionKind)
 	u.SetNamespace(namespace)
 	u.SetName(name)
-	if err := t.client.Delete(ctx, u); resource.IgnoreNotFound(err) != nil {
+	err := t.client.Delete(ctx, u)
+	if resource.IgnoreNotFound(err) != nil {
 		return errors.Wrap(err, errDeleteUsage)
 	}
 	return nil

@@ -147,10 +147,10 @@ func TestServiceSyncSourceConfigs(t *testing.T) {
 }
 
 // statusManagers lists the field managers of kilomesh that hold the status
-// of an export.
-func statusManagers(ctx context.Context, c client.Client, ns, name string) ([]string, error) {
+// of an export of namespace shop.
+func statusManagers(ctx context.Context, c client.Client, name string) ([]string, error) {
 	x := &mcsv1beta1.ServiceExport{}
-	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, x); err != nil {
+	if err := c.Get(ctx, client.ObjectKey{Namespace: "shop", Name: name}, x); err != nil {
 		return nil, err
 	}
 	var out []string
@@ -179,7 +179,7 @@ func TestServiceSyncSharedExport(t *testing.T) {
 	}
 	firstManager := servicesync.StatusManager([2]string{ns, "m"})
 	eventually(ctx, t, "the first mesh writes hello's conditions", func() error {
-		got, err := statusManagers(ctx, a.c, "shop", "hello")
+		got, err := statusManagers(ctx, a.c, "hello")
 		if err != nil {
 			return err
 		}
@@ -217,7 +217,7 @@ func TestServiceSyncSharedExport(t *testing.T) {
 	}
 	secondManager := servicesync.StatusManager([2]string{ns, "m2"})
 	eventually(ctx, t, "the second mesh writes the conditions of the export labelled for it", func() error {
-		got, err := statusManagers(ctx, a.c, "shop", "mine")
+		got, err := statusManagers(ctx, a.c, "mine")
 		if err != nil {
 			return err
 		}
@@ -230,7 +230,7 @@ func TestServiceSyncSharedExport(t *testing.T) {
 	// they share (the first holds the ServiceImport's name).
 	eventually(ctx, t, "the second mesh imports mine", wantImportCount(ctx, second, 1))
 	eventually(ctx, t, "the first mesh imports hello only", wantImportCount(ctx, first, 1))
-	got, err := statusManagers(ctx, a.c, "shop", "hello")
+	got, err := statusManagers(ctx, a.c, "hello")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -252,7 +252,7 @@ func TestServiceSyncSharedExport(t *testing.T) {
 	}
 	eventually(ctx, t, "the first ServiceSync gone", absent(ctx, cp.kube, first))
 	eventually(ctx, t, "the second mesh writes hello's conditions", func() error {
-		got, err := statusManagers(ctx, a.c, "shop", "hello")
+		got, err := statusManagers(ctx, a.c, "hello")
 		if err != nil {
 			return err
 		}

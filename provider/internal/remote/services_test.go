@@ -85,9 +85,9 @@ func TestSlimServiceKeepsMaker(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			s := &corev1.Service{}
 			for _, m := range tc.managers {
-				s.ManagedFields = append(s.ManagedFields, metav1.ManagedFieldsEntry{Manager: m, Operation: metav1.ManagedFieldsOperationUpdate, FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:spec":{}}`)}})
+				s.ManagedFields = append(s.ManagedFields, metav1.ManagedFieldsEntry{Manager: m, Operation: metav1.ManagedFieldsOperationUpdate, FieldsV1: metav1.NewFieldsV1(`{"f:spec":{}}`)})
 			}
-			got := slimService(s).(*corev1.Service).ManagedFields //nolint:forcetypeassert // slimService returns a Service.
+			got := slimService(s).(*corev1.Service).ManagedFields
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("managed fields, -want, +got:\n%s", diff)
 			}

@@ -53,8 +53,8 @@ func exporting(name, addr string, created int64, ports ...corev1.ServicePort) *r
 	}
 }
 
-func port(name string, n int32, proto corev1.Protocol) corev1.ServicePort {
-	return corev1.ServicePort{Name: name, Port: n, Protocol: proto}
+func port(name string, n int32) corev1.ServicePort {
+	return corev1.ServicePort{Name: name, Port: n, Protocol: corev1.ProtocolTCP}
 }
 
 func input(local *remote.ServiceView, sources ...*remote.ServiceView) Input {
@@ -110,7 +110,7 @@ func TestPlanNeverAdoptsPlanted(t *testing.T) {
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			local := &remote.ServiceView{Services: []*corev1.Service{tc.svc}}
-			p := NewPlan(input(local, exporting("hello", "10.1.0.5", 1, port("http", 80, corev1.ProtocolTCP))))
+			p := NewPlan(input(local, exporting("hello", "10.1.0.5", 1, port("http", 80))))
 			if tc.adopted {
 				if len(p.Imports) != 1 || p.Imports[0].HaveService != tc.svc || len(p.Problems) != 0 {
 					t.Errorf("%s\nwant hello imported over the Service, got imports %d, problems %+v", tc.reason, len(p.Imports), p.Problems)
@@ -188,7 +188,7 @@ func TestPlanExportConditionsPerMesh(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			local := exporting("hello", "10.0.0.5", 1, port("http", 80, corev1.ProtocolTCP))
+			local := exporting("hello", "10.0.0.5", 1, port("http", 80))
 			local.Exports[0].Labels = tc.labels
 			local.Exports[0].ManagedFields = tc.managers
 			in := input(local)
@@ -208,7 +208,7 @@ func TestPlanExportConditionsPerMesh(t *testing.T) {
 // are those a Service may carry; a bad or conflicting port is dropped and
 // reported on its export, never the whole import.
 func TestPlanMergesPorts(t *testing.T) {
-	http := port("http", 80, corev1.ProtocolTCP)
+	http := port("http", 80)
 	cases := map[string]struct {
 		reason   string
 		older    []corev1.ServicePort
@@ -218,32 +218,32 @@ func TestPlanMergesPorts(t *testing.T) {
 	}{
 		"Union": {
 			reason: "Ports of other names and numbers are merged.",
-			older:  []corev1.ServicePort{http}, newer: []corev1.ServicePort{port("grpc", 90, corev1.ProtocolTCP)},
+			older:  []corev1.ServicePort{http}, newer: []corev1.ServicePort{port("grpc", 90)},
 			want: []string{"http 80/TCP", "grpc 90/TCP"},
 		},
 		"SameNumberOtherName": {
 			reason: "Two names for 80/TCP: a Service may not carry both; the oldest's wins.",
-			older:  []corev1.ServicePort{http}, newer: []corev1.ServicePort{port("web", 80, corev1.ProtocolTCP)},
+			older:  []corev1.ServicePort{http}, newer: []corev1.ServicePort{port("web", 80)},
 			want: []string{"http 80/TCP"}, conflict: "PortConflict",
 		},
 		"SameNameOtherNumber": {
 			reason: "One name, two numbers: the oldest's wins.",
-			older:  []corev1.ServicePort{http}, newer: []corev1.ServicePort{port("http", 8080, corev1.ProtocolTCP)},
+			older:  []corev1.ServicePort{http}, newer: []corev1.ServicePort{port("http", 8080)},
 			want: []string{"http 80/TCP"}, conflict: "PortConflict",
 		},
 		"UnnamedAmongSeveral": {
 			reason: "An unnamed port cannot sit among others in a Service.",
-			older:  []corev1.ServicePort{port("", 80, corev1.ProtocolTCP)}, newer: []corev1.ServicePort{port("metrics", 9090, corev1.ProtocolTCP)},
+			older:  []corev1.ServicePort{port("", 80)}, newer: []corev1.ServicePort{port("metrics", 9090)},
 			want: []string{" 80/TCP"}, conflict: "PortConflict",
 		},
 		"NameNoServiceCarries": {
 			reason: "A hostile API server's port name that is not a DNS label is dropped; the other port is imported.",
-			older:  []corev1.ServicePort{http}, newer: []corev1.ServicePort{port("Not_A_Port_Name!", 81, corev1.ProtocolTCP), port("grpc", 90, corev1.ProtocolTCP)},
+			older:  []corev1.ServicePort{http}, newer: []corev1.ServicePort{port("Not_A_Port_Name!", 81), port("grpc", 90)},
 			want: []string{"http 80/TCP", "grpc 90/TCP"}, conflict: "PortConflict",
 		},
 		"NumberOutOfRange": {
 			reason: "Port 0 or 70000 is dropped.",
-			older:  []corev1.ServicePort{http}, newer: []corev1.ServicePort{port("big", 70000, corev1.ProtocolTCP)},
+			older:  []corev1.ServicePort{http}, newer: []corev1.ServicePort{port("big", 70000)},
 			want: []string{"http 80/TCP"}, conflict: "PortConflict",
 		},
 	}
@@ -260,7 +260,7 @@ func TestPlanMergesPorts(t *testing.T) {
 			imp := p.Imports[0]
 			var got []string
 			for _, pt := range imp.Import.Spec.Ports {
-				got = append(got, pt.Name+" "+fmt.Sprint(pt.Port)+"/"+string(pt.Protocol))
+				got = append(got, fmt.Sprintf("%s %d/%s", pt.Name, pt.Port, pt.Protocol))
 			}
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("%s\nports, -want, +got:\n%s", tc.reason, diff)
@@ -297,7 +297,7 @@ func clusterIDs(imp Import) []string {
 // TestPlanOrdersByFirstSeen: the export the provider saw first wins, not
 // the one whose exporter claims the oldest creation time.
 func TestPlanOrdersByFirstSeen(t *testing.T) {
-	http := port("http", 80, corev1.ProtocolTCP)
+	http := port("http", 80)
 	honest := exporting("hello", "10.1.0.5", 1_700_000_000, http)
 	// A hostile member's API server claims its export was made in 1970,
 	// as a headless Service, to exclude the honest exporter.
@@ -341,7 +341,7 @@ func TestPlanIncompleteWritesNothing(t *testing.T) {
 	local := &remote.ServiceView{Imports: []*mcsv1beta1.ServiceImport{{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "hello", Labels: testSelector},
 	}}}
-	source := exporting("other", "10.1.0.5", 1, port("http", 80, corev1.ProtocolTCP))
+	source := exporting("other", "10.1.0.5", 1, port("http", 80))
 	source.Incomplete = []string{"ServiceExports (more than 20000 objects)"}
 	in := input(local, source)
 	p := NewPlan(in)
@@ -357,7 +357,7 @@ func TestPlanIncompleteWritesNothing(t *testing.T) {
 // ServiceSync declares for a source, its endpoints may not point at the
 // importer's own networks, another member's, or the importer's API server.
 func TestPlanGuardsImporterAddresses(t *testing.T) {
-	hostile := exporting("hello", "10.9.0.1", 1, port("http", 80, corev1.ProtocolTCP))
+	hostile := exporting("hello", "10.9.0.1", 1, port("http", 80))
 	for _, addr := range []string{"10.0.0.7", "192.0.2.1", "10.2.0.5"} {
 		hostile.Slices[0].Endpoints = append(hostile.Slices[0].Endpoints, discoveryv1.Endpoint{Addresses: []string{addr}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}})
 	}

@@ -25,6 +25,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
+	kerrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -114,6 +115,19 @@ func TestServiceSyncSourceConfigs(t *testing.T) {
 			return cp.kube.Update(ctx, got)
 		}
 	}
+
+	t.Run("NamespacesAreDNSLabels", func(t *testing.T) {
+		// An empty namespace means every namespace to a watch.
+		for i, bad := range []string{"", "Shop", "a.b"} {
+			s := serviceSync(ns, a)
+			s.Name = fmt.Sprintf("bad-namespace-%d", i)
+			s.Spec.ForProvider.Namespaces = []string{"shop", bad}
+			err := cp.kube.Create(ctx, s)
+			if !kerrors.IsInvalid(err) || !strings.Contains(err.Error(), "spec.forProvider.namespaces[1]") {
+				t.Errorf("namespace %q: want Invalid naming spec.forProvider.namespaces[1], got %v", bad, err)
+			}
+		}
+	})
 
 	t.Run("ProviderIdentityRefusedAsSource", func(t *testing.T) {
 		// The member's config is a namespaced ProviderConfig, which may not

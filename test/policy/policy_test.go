@@ -74,6 +74,18 @@ func clusterMeshCRD(t *testing.T) *extv1.CustomResourceDefinition {
 	return crd
 }
 
+// serviceSync is a ServiceSync of the namespace whose member is the
+// tenant's own ProviderConfig and whose sources name the refs.
+func serviceSync(ns, name string, sources ...map[string]any) *unstructured.Unstructured {
+	u := managed("kube.kilomesh.io/v1alpha1", "ServiceSync", ns, name, map[string]any{"kind": "ProviderConfig", "name": "mine"})
+	var srcs []any
+	for i, ref := range sources {
+		srcs = append(srcs, map[string]any{"name": fmt.Sprintf("s%d", i), "clusterID": fmt.Sprintf("s%d", i), "providerConfigRef": ref})
+	}
+	_ = unstructured.SetNestedSlice(u.Object, srcs, "spec", "forProvider", "sources")
+	return u
+}
+
 // providerKubernetesCRD is the file of one of provider-kubernetes' CRDs, from
 // its module.
 func providerKubernetesCRD(t *testing.T, file string) string {
@@ -138,6 +150,12 @@ func managed(apiVersion, kind, ns, name string, ref map[string]any) *unstructure
 	}
 	if kind == "PeerSet" {
 		spec["forProvider"] = map[string]any{"selector": map[string]any{"app.kubernetes.io/managed-by": "kilomesh"}, "peers": []any{}}
+	}
+	if kind == "ServiceSync" {
+		spec["forProvider"] = map[string]any{
+			"selector": map[string]any{"kilomesh.io/mesh": "m"}, "namespaces": []any{"shop"},
+			"clusterID": "a", "family": "IPv4",
+		}
 	}
 	if ref != nil {
 		spec["providerConfigRef"] = ref
@@ -228,6 +246,19 @@ func TestClusterProviderConfigPolicy(t *testing.T) {
 		"NodeInventoryGranted": {
 			reason: "A NodeInventory in a granted namespace may name the ClusterProviderConfig.",
 			obj:    managed("kube.kilomesh.io/v1alpha1", "NodeInventory", "network", "inv", pcRef("ClusterProviderConfig", "hub")),
+		},
+		"ServiceSyncSourceNotGranted": {
+			reason: "A ServiceSync's source is read with its config's credentials: a ClusterProviderConfig the namespace may not name as its member, it may not name as a source.",
+			obj:    serviceSync("tenant", "borrow", pcRef("ProviderConfig", "other"), pcRef("ClusterProviderConfig", "hub")),
+			denied: true,
+		},
+		"ServiceSyncSourceGranted": {
+			reason: "A granted namespace may name the ClusterProviderConfig as a source.",
+			obj:    serviceSync("network", "granted", pcRef("ClusterProviderConfig", "hub")),
+		},
+		"ServiceSyncNamespacedSources": {
+			reason: "Namespaced ProviderConfigs as sources are never refused.",
+			obj:    serviceSync("tenant", "own", pcRef("ProviderConfig", "b"), pcRef("ProviderConfig", "c")),
 		},
 		"ObjectDefaultsToClusterProviderConfig": {
 			reason: "A provider-kubernetes Object without a providerConfigRef gets ClusterProviderConfig \"default\", which nobody was granted.",

@@ -70,9 +70,13 @@ type ServiceSyncParameters struct {
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=63
 	ClusterID string `json:"clusterID"`
-	// Namespaces that export and import.
+	// Namespaces that export and import, each a DNS label (an empty one
+	// would mean every namespace to a watch).
 	// +kubebuilder:validation:MinItems=1
 	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=63
+	// +kubebuilder:validation:items:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
 	Namespaces []string `json:"namespaces"`
 	// Networks are this member's networks that the endpoints of its own
 	// exports may lie in; see ServiceSource.
@@ -135,6 +139,31 @@ type ServiceSyncObservation struct {
 	// Problems are imports that cannot be written: the first 20.
 	// +optional
 	Problems []ServiceProblem `json:"problems,omitempty"`
+	// FirstSeen records when the provider first saw each export of a
+	// Service imported here, by exporter. Exporters of a Service are
+	// ordered by it (the first seen wins a conflict), never by a time an
+	// exporter claims, such as its ServiceExport's creationTimestamp.
+	// +optional
+	// +kubebuilder:validation:MaxItems=1024
+	FirstSeen []ExportSeen `json:"firstSeen,omitempty"`
+}
+
+// MaxFirstSeen is the most exports a ServiceSync's status records as
+// seen; exporters past it are ordered as first seen at the observation
+// that meets them, then by cluster ID.
+const MaxFirstSeen = 1024
+
+// ExportSeen is when the provider first saw one exporter's export of a
+// Service.
+type ExportSeen struct {
+	// Service is namespace/name.
+	// +kubebuilder:validation:MaxLength=127
+	Service string `json:"service"`
+	// Cluster is the exporter's cluster ID.
+	// +kubebuilder:validation:MaxLength=63
+	Cluster string `json:"cluster"`
+	// Since when the provider has seen the export.
+	Since metav1.Time `json:"since"`
 }
 
 // An UnreachableSource is a source whose exports cannot be read.

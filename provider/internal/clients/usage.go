@@ -18,6 +18,8 @@ package clients
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"sync"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -58,11 +60,14 @@ type UsageTracker struct {
 	// recorded remembers which usage was last written for a managed
 	// resource, so a steady reconcile costs no API call.
 	recorded map[types.UID]ConfigRef
+	// extra remembers the usages of the other configs a managed resource
+	// uses (a ServiceSync's sources), by usage name.
+	extra map[types.UID]map[string]ConfigRef
 }
 
 // NewUsageTracker returns a UsageTracker that writes through c.
 func NewUsageTracker(c client.Client) *UsageTracker {
-	return &UsageTracker{client: c, recorded: map[types.UID]ConfigRef{}}
+	return &UsageTracker{client: c, recorded: map[types.UID]ConfigRef{}, extra: map[types.UID]map[string]ConfigRef{}}
 }
 
 // Track records that mg uses the config it names. The usage is named after
@@ -93,19 +98,91 @@ func (t *UsageTracker) Track(ctx context.Context, mg resource.ModernManaged) err
 	return nil
 }
 
-// Untrack deletes the usage of mg, once mg no longer needs its config.
-func (t *UsageTracker) Untrack(ctx context.Context, mg resource.ModernManaged) error {
+// TrackOthers records that mg uses the configs of refs too, besides the one
+// it names (a ServiceSync reads its sources with theirs), each by a usage of
+// its own, and deletes the usages of the other configs it no longer uses.
+// provider-kubernetes then refuses to finish the deletion of any of them
+// while mg uses it.
+func (t *UsageTracker) TrackOthers(ctx context.Context, mg resource.ModernManaged, refs []ConfigRef) error {
+	want := make(map[string]ConfigRef, len(refs))
+	for _, r := range refs {
+		want[otherUsageName(mg.GetUID(), r)] = r
+	}
+	t.mu.Lock()
+	have := t.extra[mg.GetUID()]
+	t.mu.Unlock()
+	var gvk schema.GroupVersionKind
+	for name, r := range want {
+		if h, ok := have[name]; ok && h == r {
+			continue
+		}
+		if gvk.Kind == "" {
+			var err error
+			if gvk, err = apiutil.GVKForObject(mg, t.client.Scheme()); err != nil {
+				return errors.Wrap(err, errApplyUsage)
+			}
+		}
+		u := usageFor(mg, gvk, r)
+		u.SetName(name)
+		if err := t.client.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
+			return errors.Wrap(err, errApplyUsage)
+		}
+	}
+	for name := range have {
+		if _, ok := want[name]; !ok {
+			if err := t.deleteUsage(ctx, mg.GetNamespace(), name); err != nil {
+				return err
+			}
+		}
+	}
+	t.mu.Lock()
+	t.extra[mg.GetUID()] = want
+	t.mu.Unlock()
+	return nil
+}
+
+// otherUsageName names the usage of another config of a managed resource:
+// its UID and a digest of the config's kind and name, at most 53
+// characters.
+func otherUsageName(uid types.UID, r ConfigRef) string {
+	sum := sha256.Sum256([]byte(r.Kind + "/" + r.Name))
+	return string(uid) + "-" + hex.EncodeToString(sum[:])[:16]
+}
+
+// Untrack deletes the usage of mg, once mg no longer needs its config, and
+// those of the other configs it used: the ones of others and those
+// TrackOthers recorded.
+func (t *UsageTracker) Untrack(ctx context.Context, mg resource.ModernManaged, others ...ConfigRef) error {
+	names := map[string]bool{string(mg.GetUID()): true}
+	for _, r := range others {
+		names[otherUsageName(mg.GetUID(), r)] = true
+	}
+	t.mu.Lock()
+	for n := range t.extra[mg.GetUID()] {
+		names[n] = true
+	}
+	t.mu.Unlock()
+	for n := range names {
+		if err := t.deleteUsage(ctx, mg.GetNamespace(), n); err != nil {
+			return err
+		}
+	}
+	t.mu.Lock()
+	delete(t.recorded, mg.GetUID())
+	delete(t.extra, mg.GetUID())
+	t.mu.Unlock()
+	return nil
+}
+
+func (t *UsageTracker) deleteUsage(ctx context.Context, namespace, name string) error {
 	u := &unstructured.Unstructured{}
 	u.SetGroupVersionKind(UsageGroupVersionKind)
-	u.SetNamespace(mg.GetNamespace())
-	u.SetName(string(mg.GetUID()))
+	u.SetNamespace(namespace)
+	u.SetName(name)
 	err := t.client.Delete(ctx, u)
 	if resource.IgnoreNotFound(err) != nil {
 		return errors.Wrap(err, errDeleteUsage)
 	}
-	t.mu.Lock()
-	delete(t.recorded, mg.GetUID())
-	t.mu.Unlock()
 	return nil
 }
 

@@ -120,6 +120,9 @@ type Cluster struct {
 	// services are the watches of one kind of one namespace, for
 	// ServiceSyncs (see services.go).
 	services map[serviceFeedKey]*feed
+	// serviceUsers are the namespaces each user reads: a namespace's
+	// watches stop when no user reads it.
+	serviceUsers map[User]map[string]bool
 }
 
 func newCluster(ctx context.Context, id uint64, cfg *rest.Config, wake func(kinds ...string), timeout time.Duration, now func() time.Time) *Cluster {

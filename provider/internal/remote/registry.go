@@ -223,6 +223,9 @@ func (r *Registry) releaseLocked(u User) {
 		return
 	}
 	delete(r.users, u)
+	if c, ok := r.clusters[key]; ok {
+		c.releaseServices(u)
+	}
 	for _, k := range r.users {
 		if k == key {
 			return

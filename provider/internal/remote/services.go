@@ -18,6 +18,10 @@ package remote
 
 import (
 	"context"
+	"net/netip"
+	"net/url"
+	"slices"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -57,6 +61,11 @@ const (
 	// maxKeptClusters is the most clusters kept of a ServiceImport's
 	// status.
 	maxKeptClusters = 1024
+	// maxKeptManagers is the most field managers of kilomesh kept of a
+	// ServiceExport's status: which meshes wrote its conditions.
+	maxKeptManagers = 8
+	// maxFieldManagerBytes is a field manager's limit.
+	maxFieldManagerBytes = 128
 )
 
 // The longest value of each string a slim object keeps: the API server's
@@ -86,6 +95,12 @@ const (
 )
 
 const errFmtServiceKind = "cannot read %s in namespace %s"
+
+// ServicesFieldManager is the field manager of the objects a ServiceSync
+// creates in its member. A slim Service keeps one entry of its managed
+// fields, with this manager only, when the Service has it: whether
+// kilomesh made it.
+const ServicesFieldManager = "kilomesh-services"
 
 // Kinds of the namespaced watches of a ServiceSync.
 const (
@@ -135,6 +150,9 @@ type ServiceView struct {
 	Services []*corev1.Service
 	Slices   []*discoveryv1.EndpointSlice
 	Imports  []*mcsv1beta1.ServiceImport
+	// Incomplete names the kinds whose watch left objects out, past its
+	// bounds, and the bounds; empty when the view holds everything.
+	Incomplete []string
 }
 
 // ServiceObjects returns what the cluster holds in the namespace, starting
@@ -152,6 +170,9 @@ func (c *Cluster) ServiceObjects(_ context.Context, namespace string) (*ServiceV
 		if err != nil {
 			return nil, errors.Wrapf(err, errFmtServiceKind, kind, namespace)
 		}
+		if why := f.incomplete(); why != "" {
+			v.Incomplete = append(v.Incomplete, kind+" ("+why+")")
+		}
 		for _, o := range items {
 			switch t := o.(type) {
 			case *mcsv1beta1.ServiceExport:
@@ -168,18 +189,77 @@ func (c *Cluster) ServiceObjects(_ context.Context, namespace string) (*ServiceV
 	return v, nil
 }
 
-// StopServices stops the namespaced watches of the cluster whose
-// namespace is not in keep: a mesh that stops sharing a namespace stops
-// reading it.
-func (c *Cluster) StopServices(keep map[string]bool) {
+// ServerAddr returns the address of the cluster's API server, when its
+// host is an IP address.
+func (c *Cluster) ServerAddr() (netip.Addr, bool) {
+	u, err := url.Parse(c.cfg.Host)
+	if err != nil {
+		return netip.Addr{}, false
+	}
+	a, err := netip.ParseAddr(u.Hostname())
+	return a.Unmap(), err == nil
+}
+
+// UseServices records the namespaces u reads of the cluster, and stops
+// the watches of every namespace that no user reads any longer. The
+// watches of a namespace are shared by count: two ServiceSyncs on one
+// cluster (two meshes, or two tenants behind one ClusterProviderConfig)
+// each keep the namespaces they read, whatever the other reads.
+func (c *Cluster) UseServices(u User, namespaces []string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.serviceUsers == nil {
+		c.serviceUsers = map[User]map[string]bool{}
+	}
+	ns := make(map[string]bool, len(namespaces))
+	for _, n := range namespaces {
+		ns[n] = true
+	}
+	c.serviceUsers[u] = ns
+	c.stopUnusedServicesLocked()
+}
+
+// releaseServices records that u reads no namespace of the cluster.
+func (c *Cluster) releaseServices(u User) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.serviceUsers[u]; !ok {
+		return
+	}
+	delete(c.serviceUsers, u)
+	c.stopUnusedServicesLocked()
+}
+
+func (c *Cluster) stopUnusedServicesLocked() {
 	for k, f := range c.services {
-		if !keep[k.namespace] {
+		used := false
+		for _, ns := range c.serviceUsers {
+			if ns[k.namespace] {
+				used = true
+				break
+			}
+		}
+		if !used {
 			f.stop()
 			delete(c.services, k)
 		}
 	}
+}
+
+// ServiceNamespaces returns the namespaces the cluster watches, sorted.
+func (c *Cluster) ServiceNamespaces() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	seen := map[string]bool{}
+	var out []string
+	for k := range c.services {
+		if !seen[k.namespace] {
+			seen[k.namespace] = true
+			out = append(out, k.namespace)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 func (c *Cluster) serviceFeed(kind, namespace string) (*feed, error) {
@@ -317,6 +397,14 @@ func slimExport(obj runtime.Object) runtime.Object {
 		return obj
 	}
 	out := &mcsv1beta1.ServiceExport{ObjectMeta: slimMeta(e.ObjectMeta)}
+	for _, m := range e.ManagedFields {
+		if len(out.ManagedFields) == maxKeptManagers {
+			break
+		}
+		if m.Subresource == "status" && strings.HasPrefix(m.Manager, ServicesFieldManager) && len(m.Manager) <= maxFieldManagerBytes {
+			out.ManagedFields = append(out.ManagedFields, metav1.ManagedFieldsEntry{Manager: cut(m.Manager, maxFieldManagerBytes), Subresource: "status"})
+		}
+	}
 	for _, c := range e.Status.Conditions[:min(len(e.Status.Conditions), maxKeptConditions)] {
 		out.Status.Conditions = append(out.Status.Conditions, metav1.Condition{
 			Type: cut(c.Type, maxQualifiedBytes), Status: metav1.ConditionStatus(cut(string(c.Status), maxWordBytes)),
@@ -342,6 +430,12 @@ func slimService(obj runtime.Object) runtime.Object {
 	}}
 	if len(s.Spec.Selector) > 0 {
 		out.Spec.Selector = map[string]string{"": ""}
+	}
+	for _, m := range s.ManagedFields {
+		if m.Manager == ServicesFieldManager {
+			out.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: ServicesFieldManager}}
+			break
+		}
 	}
 	for _, p := range s.Spec.Ports[:min(len(s.Spec.Ports), maxKeptPorts)] {
 		out.Spec.Ports = append(out.Spec.Ports, corev1.ServicePort{

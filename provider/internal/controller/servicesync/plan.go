@@ -21,16 +21,19 @@ import (
 	"encoding/hex"
 	"fmt"
 	"net/netip"
+	"slices"
 	"sort"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/utils/ptr"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 
 	"github.com/kilomesh/kilomesh/apis/kube/v1alpha1"
+	"github.com/kilomesh/kilomesh/internal/safetext"
 	"github.com/kilomesh/kilomesh/provider/internal/remote"
 )
 
@@ -62,6 +65,9 @@ type Exporter struct {
 	// Views by namespace; nil while the member cannot be read, when what
 	// it exported stays imported as it is.
 	Views map[string]*remote.ServiceView
+	// foreign are the networks of the other members: an endpoint of this
+	// one there is refused, whatever its own networks say.
+	foreign []netip.Prefix
 }
 
 // Input is what a plan is made of.
@@ -70,13 +76,27 @@ type Input struct {
 	Selector map[string]string
 	// Owner identifies the mesh in derived names: its namespace and name.
 	Owner [2]string
+	// Manager is the mesh's field manager of the conditions of exports,
+	// see StatusManager.
+	Manager string
 	// Namespaces shared, and the mesh's family (IPv4 or IPv6).
 	Namespaces []string
 	Family     string
 	// Local is the member itself, which exports too; Sources the others.
 	Local   Exporter
 	Sources []Exporter
+	// Seen is when each export was first seen, by Service (namespace/name)
+	// and cluster ID, as the ServiceSync's status recorded it; Now is the
+	// time of an export seen for the first time.
+	Seen map[SeenKey]metav1.Time
+	Now  metav1.Time
+	// Guarded are addresses of the member itself (its API server's) that
+	// no endpoint imported from a source may have.
+	Guarded []netip.Addr
 }
+
+// SeenKey names one exporter's export of a Service.
+type SeenKey struct{ Service, Cluster string }
 
 // An Import is a Service the member imports, with every object behind it.
 type Import struct {
@@ -109,6 +129,12 @@ type Plan struct {
 	Problems       []v1alpha1.ServiceProblem
 	// Counts for the status.
 	Exported, Refused int
+	// Seen is when each export of an imported Service was first seen.
+	Seen []v1alpha1.ExportSeen
+	// Incomplete says which watches left objects out, past their bounds:
+	// the plan then writes and deletes nothing, since what is missing
+	// would pass for deleted.
+	Incomplete string
 }
 
 // candidate is one ServiceExport of one member.
@@ -125,6 +151,12 @@ type candidate struct {
 	epPorts   []discoveryv1.EndpointPort
 	refused   []string
 	excluded  bool
+	// writes tells whether the mesh writes the export's conditions.
+	writes bool
+	// seen is when the export was first seen.
+	seen metav1.Time
+	// guarded are addresses its endpoints may not have.
+	guarded []netip.Addr
 }
 
 // Owns tells whether an object carries every label of the selector.
@@ -169,6 +201,22 @@ func NewPlan(in Input) Plan {
 	for i := range in.Sources {
 		exporters = append(exporters, &in.Sources[i])
 	}
+	for _, e := range exporters {
+		e.foreign = nil
+		for _, o := range exporters {
+			if o != e {
+				e.foreign = append(e.foreign, o.Networks...)
+			}
+		}
+	}
+	if why := incomplete(exporters, in.Namespaces); why != "" {
+		// What the plan would write or delete is unknown: it keeps the
+		// member as it is, and when it first saw each export.
+		for k, t := range in.Seen {
+			p.Seen = append(p.Seen, v1alpha1.ExportSeen{Service: k.Service, Cluster: k.Cluster, Since: t})
+		}
+		return Plan{Incomplete: why, Seen: sortSeen(p.Seen)}
+	}
 	kept := map[string]bool{}
 	for _, e := range exporters[1:] {
 		if e.Views == nil {
@@ -178,7 +226,47 @@ func NewPlan(in Input) Plan {
 	for _, ns := range in.Namespaces {
 		planNamespace(&p, in, ns, exporters, kept)
 	}
+	// A source that cannot be read keeps what it exported, and when.
+	have := make(map[SeenKey]bool, len(p.Seen))
+	for _, s := range p.Seen {
+		have[SeenKey{Service: s.Service, Cluster: s.Cluster}] = true
+	}
+	for k, t := range in.Seen {
+		if kept[k.Cluster] && !have[k] {
+			p.Seen = append(p.Seen, v1alpha1.ExportSeen{Service: k.Service, Cluster: k.Cluster, Since: t})
+		}
+	}
+	p.Seen = sortSeen(p.Seen)
 	return p
+}
+
+// sortSeen sorts the record of exports seen, and bounds it.
+func sortSeen(seen []v1alpha1.ExportSeen) []v1alpha1.ExportSeen {
+	sort.Slice(seen, func(i, j int) bool {
+		if seen[i].Service != seen[j].Service {
+			return seen[i].Service < seen[j].Service
+		}
+		return seen[i].Cluster < seen[j].Cluster
+	})
+	return seen[:min(len(seen), v1alpha1.MaxFirstSeen)]
+}
+
+// incomplete names the watches, of the member or of a source, that left
+// objects out past their bounds, or "".
+func incomplete(exporters []*Exporter, namespaces []string) string {
+	var out []string
+	for i, e := range exporters {
+		who := "the member"
+		if i > 0 {
+			who = "source " + e.Name
+		}
+		for _, ns := range namespaces {
+			if v := e.Views[ns]; v != nil && len(v.Incomplete) > 0 {
+				out = append(out, fmt.Sprintf("%s, namespace %s: %s", who, ns, strings.Join(v.Incomplete, ", ")))
+			}
+		}
+	}
+	return strings.Join(out, "; ")
 }
 
 func planNamespace(p *Plan, in Input, ns string, exporters []*Exporter, kept map[string]bool) {
@@ -186,13 +274,21 @@ func planNamespace(p *Plan, in Input, ns string, exporters []*Exporter, kept map
 	if local == nil {
 		local = &remote.ServiceView{}
 	}
-	byName, mine := candidatesOf(ns, exporters, in.Family)
+	byName, mine := candidatesOf(in, ns, exporters)
 	have := indexLocal(in.Selector, local)
 	wanted := map[string]bool{}
 	wantedSvc := map[string]bool{}
 	desiredSlices := map[string]bool{}
 	for _, n := range sortedKeys(byName) {
 		cands := byName[n]
+		for _, c := range cands {
+			key := SeenKey{Service: ns + "/" + n, Cluster: c.e.ClusterID}
+			c.seen = in.Now
+			if t, ok := in.Seen[key]; ok {
+				c.seen = t
+			}
+			p.Seen = append(p.Seen, v1alpha1.ExportSeen{Service: key.Service, Cluster: key.Cluster, Since: c.seen})
+		}
 		resolve(cands)
 		imp, problem := importOf(in, ns, n, cands, kept, have)
 		if problem != nil {
@@ -216,7 +312,7 @@ func planNamespace(p *Plan, in Input, ns string, exporters []*Exporter, kept map
 
 // candidatesOf returns the valid exports of a namespace by Service name,
 // with their endpoints, and every export of the member itself.
-func candidatesOf(ns string, exporters []*Exporter, family string) (map[string][]*candidate, []*candidate) {
+func candidatesOf(in Input, ns string, exporters []*Exporter) (map[string][]*candidate, []*candidate) {
 	byName := map[string][]*candidate{}
 	var mine []*candidate
 	for _, e := range exporters {
@@ -230,16 +326,20 @@ func candidatesOf(ns string, exporters []*Exporter, family string) (map[string][
 		}
 		slices := ownSlices(v)
 		for _, x := range v.Exports {
-			if x.DeletionTimestamp != nil {
+			if x.DeletionTimestamp != nil || !readsExport(in.Owner, x) {
 				continue
 			}
 			c := &candidate{e: e, export: x, svc: services[x.Name]}
 			validate(c)
 			if e == exporters[0] {
+				c.writes = writesConditions(in.Manager, x)
 				mine = append(mine, c)
 			}
 			if c.valid.Status == metav1.ConditionTrue {
-				endpointsOf(c, slices[x.Name], family)
+				if e != exporters[0] {
+					c.guarded = in.Guarded
+				}
+				endpointsOf(c, slices[x.Name], in.Family)
 				byName[x.Name] = append(byName[x.Name], c)
 			}
 		}
@@ -295,6 +395,9 @@ func countExport(p *Plan, c *candidate) {
 	if !valid || c.conflict.Status == metav1.ConditionTrue || len(c.refused) > 0 {
 		p.Refused++
 	}
+	if !c.writes {
+		return
+	}
 	if st, changed := exportStatus(c); changed {
 		p.Exports = append(p.Exports, st)
 	}
@@ -316,7 +419,8 @@ func planDeletions(p *Plan, selector map[string]string, local *remote.ServiceVie
 		}
 	}
 	for _, s := range local.Services {
-		if Owns(selector, s.Labels) && !wantedSvc[s.Name] && !keptNames[s.Labels[mcsv1beta1.LabelServiceName]] {
+		// A Service kilomesh did not make is never its own, labels or not.
+		if Owns(selector, s.Labels) && madeByKilomesh(s) && s.Spec.Selector == nil && !wantedSvc[s.Name] && !keptNames[s.Labels[mcsv1beta1.LabelServiceName]] {
 			p.DeleteServices = append(p.DeleteServices, s)
 		}
 	}
@@ -358,7 +462,9 @@ func endpointsOf(c *candidate, slices []*discoveryv1.EndpointSlice, family strin
 			c.accept(ep, s.AddressType, family, seen)
 		}
 		for _, pt := range s.Ports {
-			ports[ptr.Deref(pt.Name, "")] = pt
+			if validEndpointPort(pt) {
+				ports[ptr.Deref(pt.Name, "")] = pt
+			}
 		}
 	}
 	sort.Slice(c.endpoints, func(i, j int) bool { return c.endpoints[i].Addresses[0] < c.endpoints[j].Addresses[0] })
@@ -396,7 +502,8 @@ func (c *candidate) accept(ep discoveryv1.Endpoint, t discoveryv1.AddressType, f
 	}
 	addr := ep.Addresses[0]
 	a, err := netip.ParseAddr(addr)
-	if err != nil || string(t) != family || (family == "IPv4") != a.Is4() || a.Zone() != "" || !inside(c.e.Networks, a) {
+	if err != nil || string(t) != family || (family == "IPv4") != a.Is4() || a.Zone() != "" || !inside(c.e.Networks, a) ||
+		inside(c.e.foreign, a) || slices.Contains(c.guarded, a.Unmap()) {
 		c.refused = append(c.refused, addr)
 		return
 	}
@@ -421,22 +528,20 @@ func inside(nets []netip.Prefix, a netip.Addr) bool {
 }
 
 // resolve applies MCS's conflict rule to the exporters of one Service: the
-// oldest ServiceExport (by creation time, then cluster ID) wins. An export
-// of another type is left out; a port or session affinity in conflict is
-// taken from the winner, and the export is still imported.
+// oldest ServiceExport wins, by when the provider first saw it (never the
+// creation time the exporter claims, which a member's API server may
+// forge), then by cluster ID. An export of another type is left out; a
+// port or session affinity in conflict is taken from the winner, and the
+// export is still imported.
 func resolve(cands []*candidate) {
 	sort.SliceStable(cands, func(i, j int) bool {
-		a, b := cands[i].export.CreationTimestamp, cands[j].export.CreationTimestamp
+		a, b := cands[i].seen, cands[j].seen
 		if !a.Equal(&b) {
 			return a.Before(&b)
 		}
 		return cands[i].e.ClusterID < cands[j].e.ClusterID
 	})
 	win := cands[0]
-	byName := map[string]mcsv1beta1.ServicePort{}
-	for _, pt := range win.ports {
-		byName[pt.Name] = pt
-	}
 	for _, c := range cands[1:] {
 		switch {
 		case c.typ != win.typ:
@@ -445,21 +550,101 @@ func resolve(cands []*candidate) {
 		case c.svc.Spec.SessionAffinity != win.svc.Spec.SessionAffinity && c.svc.Spec.SessionAffinity != "" && win.svc.Spec.SessionAffinity != "":
 			c.conflict = conflictWith(mcsv1beta1.ServiceExportReasonSessionAffinityConflict, win, "its session affinity "+string(c.svc.Spec.SessionAffinity)+" is not the ClusterSet's "+string(win.svc.Spec.SessionAffinity))
 		}
+	}
+}
+
+// mergePorts merges the ports of the exports of one Service by MCS's
+// rule: the union of their ports, merged first by name, then by protocol
+// and number, the oldest export's port winning, so that the ports are
+// those a Service may have: no two of one name (unnamed included), no two
+// of one protocol and number, and a name on each when there are several.
+// A port a Service could not carry (a name that is not a DNS label, a
+// number out of range, an unknown protocol or appProtocol) is dropped. A
+// port dropped is reported on its export; the others are imported.
+func mergePorts(cands []*candidate) []mcsv1beta1.ServicePort {
+	var out []mcsv1beta1.ServicePort
+	byName := map[string]mcsv1beta1.ServicePort{}
+	byNumber := map[string]mcsv1beta1.ServicePort{}
+	win := cands[0]
+	for _, c := range cands {
 		if c.excluded {
 			continue
 		}
+		var dropped []string
+		conflict := false
 		for _, pt := range c.ports {
-			have, ok := byName[pt.Name]
-			if !ok {
-				byName[pt.Name] = pt
+			if why := invalidPort(pt); why != "" {
+				dropped = append(dropped, why)
 				continue
 			}
-			if have.Port != pt.Port || protocol(have.Protocol) != protocol(pt.Protocol) {
-				c.conflict = conflictWith(mcsv1beta1.ServiceExportReasonPortConflict, win, fmt.Sprintf("port %q is %d/%s here, %d/%s in the ClusterSet", pt.Name, pt.Port, protocol(pt.Protocol), have.Port, protocol(have.Protocol)))
-				break
+			number := fmt.Sprintf("%d/%s", pt.Port, protocol(pt.Protocol))
+			have, named := byName[pt.Name]
+			other, numbered := byNumber[number]
+			switch {
+			case named && have.Port == pt.Port && protocol(have.Protocol) == protocol(pt.Protocol):
+				// The same port.
+			case named:
+				conflict = true
+				dropped = append(dropped, fmt.Sprintf("port %q is %s here, %d/%s in the ClusterSet", pt.Name, number, have.Port, protocol(have.Protocol)))
+			case numbered:
+				conflict = true
+				dropped = append(dropped, fmt.Sprintf("port %s is named %q here, %q in the ClusterSet", number, pt.Name, other.Name))
+			case len(out) > 0 && (pt.Name == "" || unnamed(byName)):
+				conflict = true
+				dropped = append(dropped, fmt.Sprintf("port %s is unnamed here or in the ClusterSet, which has other ports: a Service of several ports names each", number))
+			default:
+				byName[pt.Name] = pt
+				byNumber[number] = pt
+				out = append(out, pt)
 			}
 		}
+		if len(dropped) == 0 || (c.conflict.Status == metav1.ConditionTrue && c.conflict.Reason != string(mcsv1beta1.ServiceExportReasonPortConflict)) {
+			continue
+		}
+		msg := "ports not imported: " + strings.Join(dropped, "; ")
+		if conflict && c != win {
+			c.conflict = conflictWith(mcsv1beta1.ServiceExportReasonPortConflict, win, msg)
+		} else {
+			c.conflict = cond(mcsv1beta1.ServiceExportConditionConflict, true, mcsv1beta1.ServiceExportReasonPortConflict, safeMessage(msg))
+		}
 	}
+	return out
+}
+
+// invalidPort says why a Service could not carry a port, or "".
+func invalidPort(pt mcsv1beta1.ServicePort) string {
+	switch {
+	case pt.Name != "" && len(validation.IsDNS1123Label(pt.Name)) > 0:
+		return fmt.Sprintf("port %d: its name %q is not a DNS label", pt.Port, pt.Name)
+	case len(validation.IsValidPortNum(int(pt.Port))) > 0:
+		return fmt.Sprintf("port %d is out of range 1-65535", pt.Port)
+	case !knownProtocol(pt.Protocol):
+		return fmt.Sprintf("port %d: protocol %q is none of TCP, UDP and SCTP", pt.Port, pt.Protocol)
+	case pt.AppProtocol != nil && len(validation.IsQualifiedName(*pt.AppProtocol)) > 0:
+		return fmt.Sprintf("port %d: its appProtocol %q is not a qualified name", pt.Port, *pt.AppProtocol)
+	}
+	return ""
+}
+
+func unnamed(byName map[string]mcsv1beta1.ServicePort) bool {
+	_, ok := byName[""]
+	return ok
+}
+
+func knownProtocol(p corev1.Protocol) bool {
+	switch protocol(p) {
+	case corev1.ProtocolTCP, corev1.ProtocolUDP, corev1.ProtocolSCTP:
+		return true
+	}
+	return false
+}
+
+// safeMessage cuts a condition's message to its bound.
+func safeMessage(m string) string {
+	if len(m) > maxConflictMessage {
+		m = safetext.Cut(m, maxConflictMessage)
+	}
+	return m
 }
 
 func protocol(p corev1.Protocol) corev1.Protocol {
@@ -470,11 +655,7 @@ func protocol(p corev1.Protocol) corev1.Protocol {
 }
 
 func conflictWith(reason mcsv1beta1.ServiceExportConditionReason, win *candidate, msg string) metav1.Condition {
-	m := msg + "; the oldest export, of cluster " + win.e.ClusterID + ", wins"
-	if len(m) > maxConflictMessage {
-		m = m[:maxConflictMessage]
-	}
-	return cond(mcsv1beta1.ServiceExportConditionConflict, true, reason, m)
+	return cond(mcsv1beta1.ServiceExportConditionConflict, true, reason, safeMessage(msg+"; the export seen first, of cluster "+win.e.ClusterID+", wins"))
 }
 
 // importOf builds what the member holds of one imported Service, or says
@@ -489,7 +670,8 @@ func importOf(in Input, ns, name string, cands []*candidate, kept map[string]boo
 	for _, s := range have.slices[name] {
 		imp.HaveSlices[s.Name] = s
 	}
-	ports, clusters := portsAndClusters(cands, kept, have.slices[name])
+	ports := mergePorts(cands)
+	clusters := clustersOf(cands, kept, have.slices[name])
 	fam := corev1.IPFamily(in.Family)
 	spec := mcsv1beta1.ServiceImportSpec{Type: win.typ, Ports: ports, IPFamilies: []corev1.IPFamily{fam}}
 	if win.svc.Spec.SessionAffinity == corev1.ServiceAffinityClientIP {
@@ -534,31 +716,33 @@ func nameTaken(selector map[string]string, id, derived string, imp *mcsv1beta1.S
 		return &v1alpha1.ServiceProblem{Service: id, Reason: v1alpha1.ReasonImportNameConflict, Message: "a ServiceImport of this name that kilomesh does not own for this mesh exists in the member; it is left as it is"}
 	case svc != nil && !Owns(selector, svc.Labels):
 		return &v1alpha1.ServiceProblem{Service: id, Reason: v1alpha1.ReasonImportNameConflict, Message: "a Service named " + derived + " that kilomesh does not own exists in the member; it is left as it is"}
+	case svc != nil && svc.Spec.Selector != nil:
+		return &v1alpha1.ServiceProblem{Service: id, Reason: v1alpha1.ReasonImportNameConflict, Message: "a Service named " + derived + " with the mesh's labels has a selector: kilomesh never makes one, so it is not adopted (its pods would join the ClusterSet IP); it is left as it is"}
+	case svc != nil && !madeByKilomesh(svc):
+		return &v1alpha1.ServiceProblem{Service: id, Reason: v1alpha1.ReasonImportNameConflict, Message: "a Service named " + derived + " with the mesh's labels was not made by kilomesh (no field manager " + remote.ServicesFieldManager + "); it is left as it is"}
 	}
 	return nil
 }
 
-// portsAndClusters returns the ports of an import, the winner's first,
-// then the others' that do not conflict, by name; and the cluster IDs of
-// its exporters, with those of sources that cannot be read whose
-// EndpointSlices the member keeps.
-func portsAndClusters(cands []*candidate, kept map[string]bool, haveSlices []*discoveryv1.EndpointSlice) ([]mcsv1beta1.ServicePort, []string) {
-	var ports []mcsv1beta1.ServicePort
-	seen := map[string]bool{}
+// madeByKilomesh tells whether kilomesh created or applied the Service:
+// its managed fields name kilomesh's field manager.
+func madeByKilomesh(svc *corev1.Service) bool {
+	for _, m := range svc.ManagedFields {
+		if m.Manager == remote.ServicesFieldManager {
+			return true
+		}
+	}
+	return false
+}
+
+// clustersOf returns the cluster IDs of the exporters of an import, with
+// those of sources that cannot be read whose EndpointSlices the member
+// keeps.
+func clustersOf(cands []*candidate, kept map[string]bool, haveSlices []*discoveryv1.EndpointSlice) []string {
 	var clusters []string
 	for _, c := range cands {
-		if c.excluded {
-			continue
-		}
-		clusters = append(clusters, c.e.ClusterID)
-		if c.conflict.Status == metav1.ConditionTrue && c.conflict.Reason == string(mcsv1beta1.ServiceExportReasonPortConflict) {
-			continue
-		}
-		for _, pt := range c.ports {
-			if !seen[pt.Name] {
-				seen[pt.Name] = true
-				ports = append(ports, pt)
-			}
+		if !c.excluded {
+			clusters = append(clusters, c.e.ClusterID)
 		}
 	}
 	for _, s := range haveSlices {
@@ -567,7 +751,7 @@ func portsAndClusters(cands []*candidate, kept map[string]bool, haveSlices []*di
 		}
 	}
 	sort.Strings(clusters)
-	return ports, clusters
+	return clusters
 }
 
 // derivedService is the Service without a selector behind a ClusterSetIP
@@ -654,4 +838,73 @@ func exportStatus(c *candidate) (ExportStatus, bool) {
 		want[i].ObservedGeneration = c.export.Generation
 	}
 	return ExportStatus{Namespace: c.export.Namespace, Name: c.export.Name, Conditions: want}, changed
+}
+
+// Labels of a ServiceExport that name the one mesh that reads it.
+const (
+	LabelMesh          = "kilomesh.io/mesh"
+	LabelMeshNamespace = "kilomesh.io/mesh-namespace"
+)
+
+// readsExport tells whether the mesh (its namespace and name) reads an
+// export: every mesh that shares its namespace reads one without the
+// label kilomesh.io/mesh; one with it is read by the mesh it names only
+// (of the namespace kilomesh.io/mesh-namespace names, if it does).
+func readsExport(owner [2]string, x *mcsv1beta1.ServiceExport) bool {
+	m, ok := x.Labels[LabelMesh]
+	if !ok {
+		return true
+	}
+	ns, ok := x.Labels[LabelMeshNamespace]
+	return m == owner[1] && (!ok || ns == owner[0])
+}
+
+// StatusManager is the field manager with which a mesh writes the
+// conditions of exports: one per mesh, at most 128 bytes.
+func StatusManager(owner [2]string) string {
+	m := remote.ServicesFieldManager + "/" + owner[0] + "/" + owner[1]
+	if len(m) > 128 {
+		m = remote.ServicesFieldManager + "/" + hash(owner[0], owner[1])
+	}
+	return m
+}
+
+// writesConditions tells whether the mesh of the field manager writes the
+// conditions of an export it reads: one that names it by label, or one
+// whose conditions no other mesh holds. When several meshes hold them
+// (their first writes crossed), the one of the smallest field manager
+// keeps writing, and takes them over; the others stop. A mesh never
+// writes over the conditions of a mesh that held them first, which
+// releases them when it stops reading the export. The field manager of
+// kilomesh before there was one per mesh is no mesh's.
+func writesConditions(manager string, x *mcsv1beta1.ServiceExport) bool {
+	if _, ok := x.Labels[LabelMesh]; ok {
+		return true
+	}
+	held, smallest := false, true
+	others := false
+	for _, m := range x.ManagedFields {
+		if m.Subresource != "status" || !strings.HasPrefix(m.Manager, remote.ServicesFieldManager+"/") {
+			continue
+		}
+		if m.Manager == manager {
+			held = true
+			continue
+		}
+		others = true
+		if m.Manager < manager {
+			smallest = false
+		}
+	}
+	return !others || (held && smallest)
+}
+
+// validEndpointPort tells whether an EndpointSlice may carry the port: a
+// hostile member's API server may send any.
+func validEndpointPort(pt discoveryv1.EndpointPort) bool {
+	n := ptr.Deref(pt.Name, "")
+	return (n == "" || len(validation.IsDNS1123Label(n)) == 0) &&
+		(pt.Port == nil || len(validation.IsValidPortNum(int(*pt.Port))) == 0) &&
+		(pt.Protocol == nil || knownProtocol(*pt.Protocol)) &&
+		(pt.AppProtocol == nil || len(validation.IsQualifiedName(*pt.AppProtocol)) == 0)
 }

@@ -24,6 +24,7 @@ import (
 	"fmt"
 	"net/netip"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -35,6 +36,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -67,9 +69,15 @@ const (
 	errFmtDelete   = "cannot delete %s %s/%s"
 	errFmtStatus   = "cannot write the conditions of ServiceExport %s/%s"
 
+	errFmtIncomplete     = "nothing is written nor deleted while a watch leaves objects out past its bounds: %s"
+	errFmtSourceIdentity = "%s: %s is refused as a source: the member's own config is a namespaced ProviderConfig, which may not carry the identity of provider-kilomesh, so its sources may not either"
+
+	// ReasonFeedIncomplete: a watch left objects out, past its bounds.
+	ReasonFeedIncomplete = "FeedIncomplete"
+
 	partMember    = "member"
 	partSource    = "source/"
-	fieldManager  = "kilomesh-services"
+	fieldManager  = remote.ServicesFieldManager
 	workers       = 16
 	writeDeadline = 20 * time.Second
 )
@@ -110,7 +118,44 @@ type releasing struct{ remote.ReleasingFinalizer }
 
 func (f releasing) RemoveFinalizer(ctx context.Context, obj resource.Object) error {
 	f.Registry.ReleaseParts(v1alpha1.ServiceSyncKind, types.NamespacedName{Namespace: obj.GetNamespace(), Name: obj.GetName()}, nil)
+	if cr, ok := obj.(*v1alpha1.ServiceSync); ok {
+		if err := f.Usage.Untrack(ctx, cr, sourceRefs(cr)...); err != nil {
+			return err
+		}
+	}
 	return f.ReleasingFinalizer.RemoveFinalizer(ctx, obj)
+}
+
+// sourceRefs are the configs the sources of a ServiceSync name, as far as
+// they name one.
+func sourceRefs(cr *v1alpha1.ServiceSync) []clients.ConfigRef {
+	out := make([]clients.ConfigRef, 0, len(cr.Spec.ForProvider.Sources))
+	for _, s := range cr.Spec.ForProvider.Sources {
+		if r, err := sourceRef(cr, s); err == nil {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+func sourceRef(cr *v1alpha1.ServiceSync, s v1alpha1.ServiceSource) (clients.ConfigRef, error) {
+	src := cr.DeepCopy()
+	ref := s.ProviderConfigRef
+	src.SetProviderConfigReference(&ref)
+	return clients.RefOf(src)
+}
+
+// checkSource refuses a source whose credentials the member's own config
+// could not carry: the identity of provider-kilomesh, which only a
+// ClusterProviderConfig may carry, for a ServiceSync whose member is a
+// namespaced ProviderConfig. Whoever may write such a ServiceSync would
+// otherwise read a member with the provider's own identity.
+func checkSource(cr *v1alpha1.ServiceSync, i int, creds *clients.Credentials) error {
+	member := cr.GetProviderConfigReference()
+	if creds.Key == clients.InjectedIdentityKey && (member == nil || member.Kind != clients.KindClusterProviderConfig) {
+		return errors.Errorf(errFmtSourceIdentity, field.NewPath("spec", "forProvider", "sources").Index(i).Child("providerConfigRef").String(), creds.Origin)
+	}
+	return nil
 }
 
 type connector struct {
@@ -128,6 +173,7 @@ type connector struct {
 // source is one source as Connect found it.
 type source struct {
 	spec    v1alpha1.ServiceSource
+	user    remote.User
 	cluster *remote.Cluster
 	err     error
 }
@@ -139,17 +185,22 @@ func (c *connector) Connect(ctx context.Context, cr *v1alpha1.ServiceSync) (mana
 	keep := map[string]bool{partMember: true}
 	sources := make([]source, 0, len(cr.Spec.ForProvider.Sources))
 	srcDeps := make([]clients.Source, 0, 2*len(cr.Spec.ForProvider.Sources))
-	for _, s := range cr.Spec.ForProvider.Sources {
+	var refused error
+	for i, s := range cr.Spec.ForProvider.Sources {
 		src := cr.DeepCopy()
 		ref := s.ProviderConfigRef
 		src.SetProviderConfigReference(&ref)
 		sc, sdeps, serr := c.resolver.Resolve(ctx, src)
 		srcDeps = append(srcDeps, sdeps...)
-		out := source{spec: s, err: serr}
 		if serr == nil {
-			part := partSource + s.Name
-			keep[part] = true
-			out.cluster = c.registry.Acquire(remote.User{Kind: v1alpha1.ServiceSyncKind, NamespacedName: nn, Part: part}, sc)
+			if rerr := checkSource(cr, i, sc); rerr != nil {
+				serr, refused = rerr, errors.Join(refused, rerr)
+			}
+		}
+		out := source{spec: s, err: serr, user: remote.User{Kind: v1alpha1.ServiceSyncKind, NamespacedName: nn, Part: partSource + s.Name}}
+		if serr == nil {
+			keep[out.user.Part] = true
+			out.cluster = c.registry.Acquire(out.user, sc)
 		}
 		sources = append(sources, out)
 	}
@@ -158,22 +209,30 @@ func (c *connector) Connect(ctx context.Context, cr *v1alpha1.ServiceSync) (mana
 	if err != nil {
 		return nil, err
 	}
+	if refused != nil && !meta.WasDeleted(cr) {
+		return nil, refused
+	}
 	if !meta.WasDeleted(cr) {
 		if err := c.usage.Track(ctx, cr); err != nil {
 			return nil, err
 		}
+		if err := c.usage.TrackOthers(ctx, cr, sourceRefs(cr)); err != nil {
+			return nil, err
+		}
 	}
-	member := c.registry.Acquire(remote.User{Kind: v1alpha1.ServiceSyncKind, NamespacedName: nn, Part: partMember}, creds)
+	user := remote.User{Kind: v1alpha1.ServiceSyncKind, NamespacedName: nn, Part: partMember}
+	member := c.registry.Acquire(user, creds)
 	kc, err := member.Client()
 	if err != nil {
 		return nil, errors.Wrap(err, errClient)
 	}
-	return &external{c: c, key: nn.String(), member: member, origin: creds.Origin, kube: kc, sources: sources}, nil
+	return &external{c: c, key: nn.String(), user: user, member: member, origin: creds.Origin, kube: kc, sources: sources}, nil
 }
 
 type external struct {
 	c       *connector
 	key     string
+	user    remote.User
 	member  *remote.Cluster
 	origin  string
 	kube    client.Client
@@ -185,7 +244,9 @@ type external struct {
 	// third of the provider's CPU during endpoint churn.
 	writes   [][]write
 	selector map[string]string
-	views    map[string]*remote.ServiceView
+	// manager is the mesh's field manager of the conditions of exports.
+	manager string
+	views   map[string]*remote.ServiceView
 }
 
 func parseNetworks(path *field.Path, nets []string) ([]netip.Prefix, error) {
@@ -198,6 +259,17 @@ func parseNetworks(path *field.Path, nets []string) ([]netip.Prefix, error) {
 		out = append(out, p)
 	}
 	return out, nil
+}
+
+// checkNamespaces refuses a namespace that is not a DNS label, whatever
+// the CRD let through: an empty one would mean every namespace to a watch.
+func checkNamespaces(path *field.Path, namespaces []string) error {
+	for i, ns := range namespaces {
+		if msgs := validation.IsDNS1123Label(ns); len(msgs) > 0 {
+			return field.Invalid(path.Index(i), ns, strings.Join(msgs, "; "))
+		}
+	}
+	return nil
 }
 
 // Observe reads the member and every source, and plans.
@@ -216,16 +288,16 @@ func (e *external) observe(ctx context.Context, cr *v1alpha1.ServiceSync) (manag
 		return managed.ExternalObservation{}, err
 	}
 	e.selector = selector
+	e.manager = StatusManager([2]string{cr.GetNamespace(), selector["kilomesh.io/mesh"]})
 	spec := field.NewPath("spec", "forProvider")
 	localNets, err := parseNetworks(spec.Child("networks"), p.Networks)
 	if err != nil {
 		return managed.ExternalObservation{}, err
 	}
-	keep := map[string]bool{}
-	for _, ns := range p.Namespaces {
-		keep[ns] = true
+	if err := checkNamespaces(spec.Child("namespaces"), p.Namespaces); err != nil {
+		return managed.ExternalObservation{}, err
 	}
-	e.member.StopServices(keep)
+	e.member.UseServices(e.user, p.Namespaces)
 	e.views = map[string]*remote.ServiceView{}
 	for _, ns := range p.Namespaces {
 		v, err := e.member.ServiceObjects(ctx, ns)
@@ -241,9 +313,18 @@ func (e *external) observe(ctx context.Context, cr *v1alpha1.ServiceSync) (manag
 	in := Input{
 		Selector:   selector,
 		Owner:      [2]string{cr.GetNamespace(), selector["kilomesh.io/mesh"]},
+		Manager:    e.manager,
 		Namespaces: p.Namespaces,
 		Family:     p.Family,
 		Local:      Exporter{Name: "", ClusterID: p.ClusterID, Networks: localNets, Views: e.views},
+	}
+	if a, ok := e.member.ServerAddr(); ok {
+		in.Guarded = []netip.Addr{a}
+	}
+	in.Now = metav1.NewTime(now.Truncate(time.Second))
+	in.Seen = make(map[SeenKey]metav1.Time, len(cr.Status.AtProvider.FirstSeen))
+	for _, s := range cr.Status.AtProvider.FirstSeen {
+		in.Seen[SeenKey{Service: s.Service, Cluster: s.Cluster}] = s.Since
 	}
 	var unreachable []v1alpha1.UnreachableSource
 	for i, s := range e.sources {
@@ -272,6 +353,16 @@ func (e *external) observe(ctx context.Context, cr *v1alpha1.ServiceSync) (manag
 		in.Sources = append(in.Sources, ex)
 	}
 	e.plan = NewPlan(in)
+	if e.plan.Incomplete != "" {
+		// Nothing is written nor deleted: what the watches left out would
+		// pass for deleted. The counts stay as they were.
+		obs := cr.Status.AtProvider
+		obs.Unreachable, obs.FirstSeen = unreachable, e.plan.Seen
+		cr.Status.AtProvider = obs
+		cr.SetConditions(xpv2.Condition{Type: xpv2.TypeReady, Status: corev1.ConditionFalse, LastTransitionTime: metav1.Now(),
+			Reason: ReasonFeedIncomplete, Message: safetext.Message(fmt.Sprintf(errFmtIncomplete, e.plan.Incomplete), 1024)})
+		return managed.ExternalObservation{ResourceExists: true, ResourceUpToDate: true}, nil
+	}
 	setStatus(cr, e.plan, unreachable)
 	return managed.ExternalObservation{ResourceExists: true, ResourceUpToDate: e.upToDate()}, nil
 }
@@ -281,6 +372,7 @@ func (s source) read(ctx context.Context, namespaces []string) (map[string]*remo
 	if s.err != nil {
 		return nil, s.err
 	}
+	s.cluster.UseServices(s.user, namespaces)
 	out := map[string]*remote.ServiceView{}
 	for _, ns := range namespaces {
 		v, err := s.cluster.ServiceObjects(ctx, ns)
@@ -324,7 +416,7 @@ func (e *external) owned() []client.Object {
 			}
 		}
 		for _, s := range v.Services {
-			if Owns(e.selector, s.Labels) {
+			if Owns(e.selector, s.Labels) && madeByKilomesh(s) && s.Spec.Selector == nil {
 				out = append(out, s)
 			}
 		}
@@ -349,6 +441,7 @@ func setStatus(cr *v1alpha1.ServiceSync, p Plan, unreachable []v1alpha1.Unreacha
 	sort.Slice(unreachable, func(i, j int) bool { return unreachable[i].Name < unreachable[j].Name })
 	cr.Status.AtProvider = v1alpha1.ServiceSyncObservation{
 		Exports: p.Exported, Imports: len(p.Imports), Refused: p.Refused, Unreachable: unreachable, Problems: problems,
+		FirstSeen: p.Seen,
 	}
 	if len(p.Problems) > 0 {
 		cr.SetConditions(xpv2.Condition{Type: xpv2.TypeReady, Status: corev1.ConditionFalse, LastTransitionTime: metav1.Now(),
@@ -533,12 +626,24 @@ func (e *external) Delete(ctx context.Context, _ *v1alpha1.ServiceSync) (managed
 		errs []error
 	)
 	owned := e.owned()
-	jobs := make([]func(), 0, len(owned))
+	held := e.heldExports()
+	jobs := make([]func(), 0, len(owned)+len(held))
 	for _, o := range owned {
 		jobs = append(jobs, func() {
 			if err := e.delete(wctx, o); err != nil {
 				mu.Lock()
 				errs = append(errs, err)
+				mu.Unlock()
+			}
+		})
+	}
+	// The mesh releases the conditions it wrote: an empty apply drops
+	// them, and another mesh that reads the export may write its own.
+	for _, st := range held {
+		jobs = append(jobs, func() {
+			if err := e.releaseExportStatus(wctx, st); err != nil && !kerrors.IsNotFound(err) {
+				mu.Lock()
+				errs = append(errs, errors.Wrapf(err, errFmtStatus, st.Namespace, st.Name))
 				mu.Unlock()
 			}
 		})
@@ -736,7 +841,34 @@ func (e *external) writeExportStatus(ctx context.Context, st ExportStatus) error
 	u.SetKind("ServiceExport")
 	u.SetNamespace(st.Namespace)
 	u.SetName(st.Name)
-	return e.kube.Status().Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(fieldManager), client.ForceOwnership)
+	return e.kube.Status().Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(e.manager), client.ForceOwnership)
+}
+
+// releaseExportStatus applies nothing to the status of an export with
+// the mesh's field manager: the conditions it held are removed.
+func (e *external) releaseExportStatus(ctx context.Context, st ExportStatus) error {
+	u := &unstructured.Unstructured{Object: map[string]any{}}
+	u.SetAPIVersion(mcsv1beta1.SchemeGroupVersion.String())
+	u.SetKind("ServiceExport")
+	u.SetNamespace(st.Namespace)
+	u.SetName(st.Name)
+	return e.kube.Status().Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(e.manager), client.ForceOwnership)
+}
+
+// heldExports are the member's exports whose conditions the mesh holds.
+func (e *external) heldExports() []ExportStatus {
+	var out []ExportStatus
+	for _, v := range e.views {
+		for _, x := range v.Exports {
+			for _, m := range x.ManagedFields {
+				if m.Subresource == "status" && m.Manager == e.manager {
+					out = append(out, ExportStatus{Namespace: x.Namespace, Name: x.Name})
+					break
+				}
+			}
+		}
+	}
+	return out
 }
 
 // run runs the jobs, several at a time.

@@ -176,4 +176,3 @@ func guideTables(t *testing.T, path string) map[string][][]string {
 	}
 	return out
 }
-

@@ -1,5 +1,7 @@
 package v1alpha1
 
+import "strings"
+
 // Labels on every Peer kilomesh writes. The project changes or deletes only
 // Peers that carry the managed-by label and the labels of their mesh.
 const (
@@ -22,3 +24,16 @@ const (
 	// NodeInventory.
 	AnnotationMeshName = "kilomesh.io/mesh-name"
 )
+
+// maxLabelValueLen is the longest label value Kubernetes accepts.
+const maxLabelValueLen = 63
+
+// LabelValue fits a name into a label value: names of up to 63 characters
+// are kept, longer ones are cut and end in a hash of the whole name.
+func LabelValue(s string) string {
+	if len(s) <= maxLabelValueLen {
+		return s
+	}
+	suffix := "-" + IdentityHash(s)
+	return strings.TrimRight(s[:maxLabelValueLen-len(suffix)], "-.") + suffix
+}

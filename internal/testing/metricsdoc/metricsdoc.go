@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -78,6 +79,17 @@ func From(families []Family, from string) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// Diff compares the families one component exports, as the table of a
+// Markdown file lists them, with those its collectors describe: empty when
+// they agree, else the difference (-table, +described).
+func Diff(path, from string, cs ...prometheus.Collector) (string, error) {
+	families, err := Read(path)
+	if err != nil {
+		return "", err
+	}
+	return cmp.Diff(From(families, from), Described(cs...)), nil
 }
 
 var fqName = regexp.MustCompile(`fqName: "([^"]+)"`)

@@ -40,15 +40,16 @@ func TestReasonsListed(t *testing.T) {
 			switch d := d.(type) {
 			case *ast.GenDecl:
 				for _, s := range d.Specs {
-					switch s := s.(type) {
-					case *ast.ValueSpec:
-						for _, n := range s.Names {
-							if d.Tok == token.CONST && strings.HasPrefix(n.Name, "Reason") {
-								declared = append(declared, n.Name)
-							}
-							if n.Name == "skipReasons" {
-								listed["skipReasons"] = reasonsNamed(s)
-							}
+					vs, ok := s.(*ast.ValueSpec)
+					if !ok {
+						continue
+					}
+					for _, n := range vs.Names {
+						if d.Tok == token.CONST && strings.HasPrefix(n.Name, "Reason") {
+							declared = append(declared, n.Name)
+						}
+						if n.Name == "skipReasons" {
+							listed["skipReasons"] = reasonsNamed(vs)
 						}
 					}
 				}

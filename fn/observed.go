@@ -1,12 +1,10 @@
 package main
 
 import (
-	"encoding/json"
 	"sort"
 	"time"
 
 	"google.golang.org/protobuf/types/known/structpb"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/crossplane/function-sdk-go/errors"
@@ -107,22 +105,6 @@ func locate(spec *structpb.Struct, err error) error {
 		}
 	}
 	return field.Invalid(p, "", err.Error())
-}
-
-func fromStruct(s *structpb.Struct, into any) error {
-	b, err := s.MarshalJSON()
-	if err != nil {
-		return err
-	}
-	return json.Unmarshal(b, into)
-}
-
-func fromValue(v *structpb.Value, into any) error {
-	b, err := v.MarshalJSON()
-	if err != nil {
-		return err
-	}
-	return json.Unmarshal(b, into)
 }
 
 // memberLabels are the labels of a composed NodeInventory: which cluster it
@@ -250,58 +232,4 @@ func readInventory(s *structpb.Struct) (*mesh.Observation, error) {
 		return nil, nil //nolint:nilnil // not observed yet, nothing wrong either
 	}
 	return o, nil
-}
-
-func parseTime(s string) (*metav1.Time, error) {
-	t := &metav1.Time{}
-	if err := t.UnmarshalQueryParameter(s); err != nil {
-		return nil, err
-	}
-	if t.IsZero() {
-		return nil, errors.New("no time")
-	}
-	return t, nil
-}
-
-type cond struct {
-	status             string
-	reason             string
-	message            string
-	lastTransitionTime string
-}
-
-// condition reads one condition of a resource without decoding the rest.
-func condition(s *structpb.Struct, typ string) (cond, bool) {
-	for _, v := range get(s, "status", "conditions").GetListValue().GetValues() {
-		f := v.GetStructValue().GetFields()
-		if f["type"].GetStringValue() != typ {
-			continue
-		}
-		return cond{
-			status:             f["status"].GetStringValue(),
-			reason:             f["reason"].GetStringValue(),
-			message:            f["message"].GetStringValue(),
-			lastTransitionTime: f["lastTransitionTime"].GetStringValue(),
-		}, true
-	}
-	return cond{}, false
-}
-
-// ready tells whether a composed resource is ready: Ready=True, and not
-// failing to sync (an unreachable cluster makes the mesh not ready).
-func ready(r *fnv1.Resource) fnv1.Ready {
-	if r == nil {
-		return fnv1.Ready_READY_FALSE
-	}
-	if get(r.GetResource(), "kind").GetStringValue() == kubev1alpha1.SegmentSetKind {
-		return fnv1.Ready_READY_TRUE // data only: no controller reports on it
-	}
-	c, ok := condition(r.GetResource(), "Ready")
-	if !ok || c.status != "True" {
-		return fnv1.Ready_READY_FALSE
-	}
-	if c, ok := condition(r.GetResource(), "Synced"); ok && c.status == "False" {
-		return fnv1.Ready_READY_FALSE
-	}
-	return fnv1.Ready_READY_TRUE
 }

@@ -374,7 +374,7 @@ func checkPlan(t *testing.T, in *Input, p *Plan) {
 					t.Fatalf("Peer %s in %s: label %s=%q is not a label value: %v", peer.Name, target, k, v, errs)
 				}
 			}
-			if peer.Labels[meshv1alpha1.LabelSourceCluster] == LabelValue(target) {
+			if peer.Labels[meshv1alpha1.LabelSourceCluster] == meshv1alpha1.LabelValue(target) {
 				t.Fatalf("Peer %s of cluster %s is written into that cluster itself", peer.Name, target)
 			}
 			k, _ := kilov1alpha1.ParseKey(peer.Spec.PublicKey)

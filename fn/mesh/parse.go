@@ -442,10 +442,6 @@ func kiloInternalIP(k *kubev1alpha1.KiloAnnotations) (netip.Addr, bool) {
 // maxQuoted is how many bytes of a value read from a Node a message quotes.
 const maxQuoted = 80
 
-// Truncate cuts s to at most n bytes on a character boundary, marking the
-// cut: safetext.Truncate, which every component cuts with.
-func Truncate(s string, n int) string { return safetext.Truncate(s, n) }
-
 // quote quotes a value read from a Node, cut to a readable length.
 func quote(s string) string {
 	return strconv.Quote(safetext.Truncate(s, maxQuoted))

@@ -8,6 +8,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	kilov1alpha1 "github.com/kilomesh/kilomesh/apis/kilo/v1alpha1"
+	"github.com/kilomesh/kilomesh/internal/safetext"
 )
 
 // result is what a parser returned, in a form cmp compares.
@@ -364,7 +365,7 @@ func TestTruncate(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			got := Truncate(tc.in, tc.n)
+			got := safetext.Truncate(tc.in, tc.n)
 			if got != tc.want {
 				t.Errorf("\n%s\nTruncate(%q, %d): want %q, got %q", tc.reason, tc.in, tc.n, tc.want, got)
 			}

@@ -4,7 +4,7 @@
 // in, plain Go values out, no client and no protobuf. Its rules are written
 // down in the project's docs (docs/how-it-works.md) and pinned by its tests.
 //
-// The planner is split along its rules: segments.go forms Kilo's segments
+// The planner is split along its rules: kilosegments.go forms Kilo's segments
 // and elects their leaders, allowed.go decides what each segment's Peer
 // routes, place.go writes the Peers into every other member, and report.go
 // says what was left out and why.

@@ -63,6 +63,26 @@ const (
 	ReasonDiscoveredEndpointsDisagree = "DiscoveredEndpointsDisagree"
 )
 
+// WarningReasons returns the reason of every warning a plan may carry.
+func WarningReasons() []string {
+	return []string{
+		ReasonNodeIPConflict,
+		ReasonNodeIPOutOfRange,
+		ReasonNodePodCIDRConflict,
+		ReasonAllowedLocationIPOutOfRange,
+		ReasonAllowedLocationIPConflict,
+		ReasonNodeNotLeader,
+		ReasonPeerNameConflict,
+		ReasonPeerKeyConflict,
+		ReasonPeerRouteConflict,
+		ReasonAnnotationInvalid,
+		ReasonForeignPeersIncomplete,
+		ReasonNATWithoutKeepalive,
+		ReasonMoreWarnings,
+		ReasonDiscoveredEndpointsDisagree,
+	}
+}
+
 // Bounds of what the status and the warnings say. Node names, annotation
 // values and the Peers in a member's way are anyone's to write, so every
 // text is cut and every list is bounded, for the whole mesh: text alone

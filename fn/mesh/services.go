@@ -17,7 +17,7 @@ const maxClusterIDLen = 63
 // cluster has a different ID in each mesh, and IDs never collide across
 // meshes. It is a DNS label.
 func ClusterID(namespace, mesh, cluster string) string {
-	suffix := "-" + identityHash("clusterset", namespace, mesh, cluster)
+	suffix := "-" + meshv1alpha1.IdentityHash("clusterset", namespace, mesh, cluster)
 	readable := cluster
 	if len(readable) > maxClusterIDLen-len(suffix) {
 		readable = strings.TrimRight(readable[:maxClusterIDLen-len(suffix)], "-")

@@ -42,6 +42,7 @@ import (
 
 	kilov1alpha1 "github.com/kilomesh/kilomesh/apis/kilo/v1alpha1"
 	"github.com/kilomesh/kilomesh/apis/kube/v1alpha1"
+	"github.com/kilomesh/kilomesh/internal/safetext"
 )
 
 // noInternalIP is how an empty kilo.squat.ai/force-internal-ip is
@@ -106,20 +107,20 @@ func ObserveNode(n *corev1.Node, now time.Time) v1alpha1.ObservedNode {
 	case len(n.Spec.PodCIDRs) > 0:
 		o.PodCIDRs = make([]string, 0, len(n.Spec.PodCIDRs))
 		for _, c := range n.Spec.PodCIDRs {
-			o.PodCIDRs = append(o.PodCIDRs, Cut(c, MaxAddressBytes))
+			o.PodCIDRs = append(o.PodCIDRs, safetext.Cut(c, MaxAddressBytes))
 		}
 	case n.Spec.PodCIDR != "":
-		o.PodCIDRs = []string{Cut(n.Spec.PodCIDR, MaxAddressBytes)}
+		o.PodCIDRs = []string{safetext.Cut(n.Spec.PodCIDR, MaxAddressBytes)}
 	}
 	for _, a := range n.Status.Addresses {
 		switch a.Type { //nolint:exhaustive // Only the two address types of the contract are published.
 		case corev1.NodeInternalIP:
 			if len(o.InternalIPs) < MaxAddresses {
-				o.InternalIPs = append(o.InternalIPs, Cut(a.Address, MaxAddressBytes))
+				o.InternalIPs = append(o.InternalIPs, safetext.Cut(a.Address, MaxAddressBytes))
 			}
 		case corev1.NodeExternalIP:
 			if len(o.ExternalIPs) < MaxAddresses {
-				o.ExternalIPs = append(o.ExternalIPs, Cut(a.Address, MaxAddressBytes))
+				o.ExternalIPs = append(o.ExternalIPs, safetext.Cut(a.Address, MaxAddressBytes))
 			}
 		}
 	}
@@ -140,9 +141,9 @@ func ObserveNode(n *corev1.Node, now time.Time) v1alpha1.ObservedNode {
 // the topology.kubernetes.io/region label.
 func Location(n *corev1.Node) string {
 	if l, ok := n.Annotations[kilov1alpha1.AnnotationLocation]; ok {
-		return Cut(l, MaxLocationBytes)
+		return safetext.Cut(l, MaxLocationBytes)
 	}
-	return Cut(n.Labels[kilov1alpha1.LabelRegion], MaxLocationBytes)
+	return safetext.Cut(n.Labels[kilov1alpha1.LabelRegion], MaxLocationBytes)
 }
 
 func kiloAnnotations(a map[string]string) v1alpha1.KiloAnnotations {
@@ -223,11 +224,11 @@ func Slim(n *corev1.Node) *corev1.Node {
 	if len(ann) > 0 {
 		out.Annotations = ann
 	}
-	out.Spec.PodCIDR = Cut(n.Spec.PodCIDR, MaxAddressBytes)
+	out.Spec.PodCIDR = safetext.Cut(n.Spec.PodCIDR, MaxAddressBytes)
 	if len(n.Spec.PodCIDRs) > 0 {
 		out.Spec.PodCIDRs = make([]string, 0, min(len(n.Spec.PodCIDRs), MaxAddresses))
 		for _, c := range n.Spec.PodCIDRs[:min(len(n.Spec.PodCIDRs), MaxAddresses)] {
-			out.Spec.PodCIDRs = append(out.Spec.PodCIDRs, Cut(c, MaxAddressBytes))
+			out.Spec.PodCIDRs = append(out.Spec.PodCIDRs, safetext.Cut(c, MaxAddressBytes))
 		}
 	}
 	var internal, external int
@@ -244,11 +245,11 @@ func Slim(n *corev1.Node) *corev1.Node {
 		default:
 			continue
 		}
-		out.Status.Addresses = append(out.Status.Addresses, corev1.NodeAddress{Type: a.Type, Address: Cut(a.Address, MaxAddressBytes)})
+		out.Status.Addresses = append(out.Status.Addresses, corev1.NodeAddress{Type: a.Type, Address: safetext.Cut(a.Address, MaxAddressBytes)})
 	}
 	for _, c := range n.Status.Conditions {
 		if c.Type == corev1.NodeReady {
-			out.Status.Conditions = []corev1.NodeCondition{{Type: c.Type, Status: corev1.ConditionStatus(Cut(string(c.Status), MaxWordBytes))}}
+			out.Status.Conditions = []corev1.NodeCondition{{Type: c.Type, Status: corev1.ConditionStatus(safetext.Cut(string(c.Status), MaxWordBytes))}}
 		}
 	}
 	return out
@@ -268,20 +269,20 @@ func SlimPeer(p *kilov1alpha1.Peer) *kilov1alpha1.Peer {
 		keep := s.AllowedIPs[:min(len(s.AllowedIPs), MaxPeerAllowedIPs+1)]
 		out.Spec.AllowedIPs = make([]string, len(keep))
 		for i, a := range keep {
-			out.Spec.AllowedIPs[i] = Cut(a, MaxAddressBytes)
+			out.Spec.AllowedIPs[i] = safetext.Cut(a, MaxAddressBytes)
 		}
 	} else if s.AllowedIPs != nil {
 		out.Spec.AllowedIPs = []string{}
 	}
 	if e := s.Endpoint; e != nil {
 		out.Spec.Endpoint = &kilov1alpha1.PeerEndpoint{
-			DNSOrIP: kilov1alpha1.DNSOrIP{DNS: Cut(e.DNSOrIP.DNS, MaxNameBytes+1), IP: Cut(e.DNSOrIP.IP, MaxAddressBytes)},
+			DNSOrIP: kilov1alpha1.DNSOrIP{DNS: safetext.Cut(e.DNSOrIP.DNS, MaxNameBytes+1), IP: safetext.Cut(e.DNSOrIP.IP, MaxAddressBytes)},
 			Port:    e.Port,
 		}
 	}
 	out.Spec.PersistentKeepalive = s.PersistentKeepalive
-	out.Spec.PresharedKey = Cut(s.PresharedKey, MaxKeyBytes)
-	out.Spec.PublicKey = Cut(s.PublicKey, MaxKeyBytes)
+	out.Spec.PresharedKey = safetext.Cut(s.PresharedKey, MaxKeyBytes)
+	out.Spec.PublicKey = safetext.Cut(s.PublicKey, MaxKeyBytes)
 	return out
 }
 
@@ -315,8 +316,8 @@ const annotationCut = "kube.kilomesh.io/labels-cut"
 func slimMeta(m *metav1.ObjectMeta) metav1.ObjectMeta {
 	out := metav1.ObjectMeta{
 		Name:            SlimName(m.Name),
-		UID:             types.UID(Cut(string(m.UID), MaxMetaBytes)),
-		ResourceVersion: Cut(m.ResourceVersion, MaxMetaBytes),
+		UID:             types.UID(safetext.Cut(string(m.UID), MaxMetaBytes)),
+		ResourceVersion: safetext.Cut(m.ResourceVersion, MaxMetaBytes),
 	}
 	if len(m.Labels) > MaxLabels {
 		return out
@@ -341,7 +342,7 @@ func SlimName(name string) string {
 	}
 	sum := sha256.Sum256([]byte(name))
 	suffix := "~" + hex.EncodeToString(sum[:16])
-	return Cut(name, MaxNameBytes-len(suffix)) + suffix
+	return safetext.Cut(name, MaxNameBytes-len(suffix)) + suffix
 }
 
 // ValidName reports whether a Node or Peer of this name can exist: a DNS
@@ -453,7 +454,7 @@ func publishIDs(foreign []*kilov1alpha1.Peer, size *int, cut *Reasons) []v1alpha
 			cut.Add(fmt.Sprintf(fmtMorePeers, MaxForeignPeers))
 			break
 		}
-		fp := v1alpha1.ForeignPeer{Name: p.Name, PublicKey: Cut(p.Spec.PublicKey, MaxKeyBytes)}
+		fp := v1alpha1.ForeignPeer{Name: p.Name, PublicKey: safetext.Cut(p.Spec.PublicKey, MaxKeyBytes)}
 		b := len(`{"name":}`) + jsonLen(fp.Name)
 		if fp.PublicKey != "" {
 			b += len(`,"publicKey":`) + jsonLen(fp.PublicKey)
@@ -486,7 +487,7 @@ func publishRoutes(out []v1alpha1.ForeignPeer, foreign []*kilov1alpha1.Peer, siz
 				cut.Add(fmt.Sprintf(fmtMoreRoutes, MaxForeignAllowedIPs))
 				return
 			}
-			ip = Cut(ip, MaxAddressBytes)
+			ip = safetext.Cut(ip, MaxAddressBytes)
 			// Each route costs its comma, or the list's closing bracket.
 			b := jsonLen(ip) + 1
 			if j == 0 {

@@ -34,6 +34,7 @@ import (
 
 	kilov1alpha1 "github.com/kilomesh/kilomesh/apis/kilo/v1alpha1"
 	"github.com/kilomesh/kilomesh/apis/kube/v1alpha1"
+	"github.com/kilomesh/kilomesh/internal/safetext"
 	"github.com/kilomesh/kilomesh/internal/testing/nodefixture"
 )
 
@@ -563,7 +564,7 @@ func TestJSONLen(t *testing.T) {
 		"Escapes":    "\"\\\n\r\t\b\f\x00\x1f<>&",
 		"Multibyte":  "é€😀",
 		"Separators": "\u2028\u2029",
-		"Replaced":   Cut("a\xffb", 10),
+		"Replaced":   safetext.Cut("a\xffb", 10),
 	}
 	for name, s := range cases {
 		t.Run(name, func(t *testing.T) {

@@ -143,9 +143,9 @@ type Field struct {
 // Cut returns the value as it is kept: valid UTF-8, cut to the field's cap.
 func (f Field) Cut(v string) string {
 	if f.List {
-		return CutList(v, f.Max)
+		return safetext.CutList(v, f.Max)
 	}
-	return Cut(v, f.Max)
+	return safetext.Cut(v, f.Max)
 }
 
 // Fields are every Node annotation an inventory reads, with their caps.
@@ -166,14 +166,6 @@ var Fields = []Field{
 	{Annotation: kilov1alpha1.AnnotationLeader, Max: 0},
 	{Annotation: kilov1alpha1.AnnotationLocation, Max: MaxLocationBytes},
 }
-
-// Cut returns s as valid UTF-8 of at most maxBytes bytes, cut on a
-// character boundary: safetext.Cut, which every component cuts with.
-func Cut(s string, maxBytes int) string { return safetext.Cut(s, maxBytes) }
-
-// CutList returns a comma-separated list as valid UTF-8 of at most
-// maxBytes bytes, made of whole elements only: safetext.CutList.
-func CutList(s string, maxBytes int) string { return safetext.CutList(s, maxBytes) }
 
 // Reasons collects the bounds reached while reading, each once, in the
 // order they were first reached.

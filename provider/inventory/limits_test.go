@@ -22,6 +22,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/kilomesh/kilomesh/internal/safetext"
 )
 
 func TestCut(t *testing.T) {
@@ -72,7 +74,7 @@ func TestCut(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			got := Cut(tc.args.s, tc.args.max)
+			got := safetext.Cut(tc.args.s, tc.args.max)
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("\n%s\nCut(...): -want, +got:\n%s", tc.reason, diff)
 			}
@@ -118,7 +120,7 @@ func TestCutList(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			got := CutList(tc.args.s, tc.args.max)
+			got := safetext.CutList(tc.args.s, tc.args.max)
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("\n%s\nCutList(...): -want, +got:\n%s", tc.reason, diff)
 			}
@@ -141,15 +143,15 @@ func FuzzCut(f *testing.F) {
 		repaired := strings.ToValidUTF8(s, string(utf8.RuneError))
 		switch {
 		case !utf8.ValidString(got):
-			t.Errorf("Cut(%q, %d) = %q: invalid UTF-8", s, maxBytes, got)
+			t.Errorf("safetext.Cut(%q, %d) = %q: invalid UTF-8", s, maxBytes, got)
 		case len(got) > maxBytes:
-			t.Errorf("Cut(%q, %d) = %q: %d bytes", s, maxBytes, got, len(got))
+			t.Errorf("safetext.Cut(%q, %d) = %q: %d bytes", s, maxBytes, got, len(got))
 		case !strings.HasPrefix(repaired, got):
-			t.Errorf("Cut(%q, %d) = %q: not a start of %q", s, maxBytes, got, repaired)
+			t.Errorf("safetext.Cut(%q, %d) = %q: not a start of %q", s, maxBytes, got, repaired)
 		case fld.Cut(got) != got:
-			t.Errorf("Cut(%q, %d) = %q: a second cut changes it", s, maxBytes, got)
+			t.Errorf("safetext.Cut(%q, %d) = %q: a second cut changes it", s, maxBytes, got)
 		case list && len(got) > 0 && len(got) < len(repaired) && repaired[len(got)] != ',':
-			t.Errorf("CutList(%q, %d) = %q: ends inside an element", s, maxBytes, got)
+			t.Errorf("safetext.CutList(%q, %d) = %q: ends inside an element", s, maxBytes, got)
 		}
 	})
 }

@@ -219,7 +219,7 @@ func TestExamplesFitTogether(t *testing.T) {
 			}
 			for _, p := range e.Spec.ForProvider.Peers {
 				src := p.Labels[meshv1alpha1.LabelSourceCluster]
-				if len(p.Labels) != 1 || !members[src] || !strings.HasPrefix(p.Name, mesh.LabelValue(m.Metadata.Name)+"-"+src+"-") {
+				if len(p.Labels) != 1 || !members[src] || !strings.HasPrefix(p.Name, meshv1alpha1.LabelValue(m.Metadata.Name)+"-"+src+"-") {
 					t.Errorf("%s: Peer %s with labels %v is not one the function writes for a member of the mesh", k, p.Name, p.Labels)
 				}
 			}

@@ -30,7 +30,6 @@ import (
 
 	kubev1alpha1 "github.com/kilomesh/kilomesh/apis/kube/v1alpha1"
 	meshv1alpha1 "github.com/kilomesh/kilomesh/apis/mesh/v1alpha1"
-	"github.com/kilomesh/kilomesh/fn/mesh"
 	"github.com/kilomesh/kilomesh/internal/testing/wait"
 	"github.com/kilomesh/kilomesh/test/stack/meshpods"
 )
@@ -888,7 +887,7 @@ func importsGone(ctx context.Context, ref meshRef, ns string) error {
 	if len(l.Items) > 0 {
 		return fmt.Errorf("%d ServiceSyncs left", len(l.Items))
 	}
-	ours := client.MatchingLabels{meshv1alpha1.LabelMeshNamespace: mesh.LabelValue(ref.ns), meshv1alpha1.LabelMesh: ref.name}
+	ours := client.MatchingLabels{meshv1alpha1.LabelMeshNamespace: meshv1alpha1.LabelValue(ref.ns), meshv1alpha1.LabelMesh: ref.name}
 	for _, c := range meshMembers {
 		for _, name := range append([]string{svcName, svcHeadless, takenName}, resolveNames()...) {
 			si := mcsNamed("ServiceImport", ns, name)

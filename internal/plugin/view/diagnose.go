@@ -377,19 +377,19 @@ func (d *diagnosis) peerSet(c meshv1alpha1.Cluster, ps *kubev1alpha1.PeerSet) {
 
 // skipFixes say how to fix each skip reason (docs/troubleshooting.md).
 var skipFixes = map[string]string{
-	"NodeNoPodCIDR":         "a new node gets its pod CIDR within seconds; if it stays, the member does not allocate a pod CIDR per node (kube-controller-manager --allocate-node-cidrs), which Kilo needs too; on a dual-stack member check the mesh's address family",
-	"NodePodCIDROutOfRange": "set spec.clusters[].podCIDRs of the member to its real cluster CIDR",
-	"NodePodCIDRTaken":      "the Node is stale or forged: delete it (kubectl delete node NODE in the member); if the earlier node's pod CIDR was reassigned, delete the earlier Node first",
-	"NodeNoWireguardIP":     "Kilo writes kilo.squat.ai/wireguard-ip when it starts, on segment leaders only: check the Kilo pod on the node; a member running Kilo with --mesh-granularity=location needs granularity: Location (or Auto)",
-	"WGIPInvalid":           "remove the annotation and restart Kilo on the node so it writes it again: kubectl annotate node NODE kilo.squat.ai/wireguard-ip-",
-	"WGIPOutOfRange":        "set spec.clusters[].wireguardCIDR of the member to its Kilo --subnet",
-	"WGIPDuplicate":         "remove the annotation from the later node and restart Kilo there: kubectl annotate node NODE kilo.squat.ai/wireguard-ip-",
-	"NodeNoPublicKey":       "Kilo writes kilo.squat.ai/key when it starts: check the Kilo pod on the node",
-	"NodeKeyInvalid":        "remove the annotation and restart Kilo on the node so it writes its key again: kubectl annotate node NODE kilo.squat.ai/key-",
-	"NodeKeyDuplicate":      "two nodes share a private key (a cloned disk image, or a copied key): give the wrong node a new key (remove Kilo's key file there and restart Kilo), and find out who annotated it if it was not cloned",
-	"NodeHeartbeatLost":     "Kilo stopped on the node: start it again, or delete the Node if it is gone for good (kubectl delete node NODE in the member)",
-	"NodeEndpointInvalid":   "correct the endpoint annotation the message names to host:port (IPv6 in brackets), e.g. kubectl annotate --overwrite node NODE kilo.squat.ai/force-endpoint=203.0.113.10:51820 (docs/nodes.md, Endpoints)",
-	"SegmentNoLeader":       "wait while Kilo elects the location's leader, or fix the leader's own reason (the message names it); kilo.squat.ai/leader on a node with a public endpoint makes Kilo prefer it: kubectl annotate node NODE kilo.squat.ai/leader=true",
+	mesh.ReasonNodeNoPodCIDR:         "a new node gets its pod CIDR within seconds; if it stays, the member does not allocate a pod CIDR per node (kube-controller-manager --allocate-node-cidrs), which Kilo needs too; on a dual-stack member check the mesh's address family",
+	mesh.ReasonNodePodCIDROutOfRange: "set spec.clusters[].podCIDRs of the member to its real cluster CIDR",
+	mesh.ReasonNodePodCIDRTaken:      "the Node is stale or forged: delete it (kubectl delete node NODE in the member); if the earlier node's pod CIDR was reassigned, delete the earlier Node first",
+	mesh.ReasonNodeNoWireguardIP:     "Kilo writes kilo.squat.ai/wireguard-ip when it starts, on segment leaders only: check the Kilo pod on the node; a member running Kilo with --mesh-granularity=location needs granularity: Location (or Auto)",
+	mesh.ReasonWGIPInvalid:           "remove the annotation and restart Kilo on the node so it writes it again: kubectl annotate node NODE kilo.squat.ai/wireguard-ip-",
+	mesh.ReasonWGIPOutOfRange:        "set spec.clusters[].wireguardCIDR of the member to its Kilo --subnet",
+	mesh.ReasonWGIPDuplicate:         "remove the annotation from the later node and restart Kilo there: kubectl annotate node NODE kilo.squat.ai/wireguard-ip-",
+	mesh.ReasonNodeNoPublicKey:       "Kilo writes kilo.squat.ai/key when it starts: check the Kilo pod on the node",
+	mesh.ReasonNodeKeyInvalid:        "remove the annotation and restart Kilo on the node so it writes its key again: kubectl annotate node NODE kilo.squat.ai/key-",
+	mesh.ReasonNodeKeyDuplicate:      "two nodes share a private key (a cloned disk image, or a copied key): give the wrong node a new key (remove Kilo's key file there and restart Kilo), and find out who annotated it if it was not cloned",
+	mesh.ReasonNodeHeartbeatLost:     "Kilo stopped on the node: start it again, or delete the Node if it is gone for good (kubectl delete node NODE in the member)",
+	mesh.ReasonNodeEndpointInvalid:   "correct the endpoint annotation the message names to host:port (IPv6 in brackets), e.g. kubectl annotate --overwrite node NODE kilo.squat.ai/force-endpoint=203.0.113.10:51820 (docs/nodes.md, Endpoints)",
+	mesh.ReasonSegmentNoLeader:       "wait while Kilo elects the location's leader, or fix the leader's own reason (the message names it); kilo.squat.ai/leader on a node with a public endpoint makes Kilo prefer it: kubectl annotate node NODE kilo.squat.ai/leader=true",
 }
 
 // Fixes of NodeNotReady, by what Kilo misses.
@@ -462,6 +462,7 @@ var routeFixes = map[string]string{
 	mesh.ReasonPeerNameConflict:            "find out whose the Peer is (kubectl get peers.kilo.squat.ai NAME -o yaml in the member); kilomesh never overwrites it: delete or rename it if it is stale",
 	mesh.ReasonPeerKeyConflict:             "typical while migrating: delete the old Peer once it is no longer needed, and the mesh's Peer replaces it (docs/migrating.md)",
 	mesh.ReasonPeerRouteConflict:           "remove or narrow the other Peer, or change the networks of one of the meshes",
+	mesh.ReasonDiscoveredEndpointsDisagree: "usually nothing: it clears once the leaders agree; if it stays, compare what each leader said with where the segment is: one leader's Node may be forged",
 }
 
 // routes reports what the planner warns about, besides skipped nodes:

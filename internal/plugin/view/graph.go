@@ -127,7 +127,7 @@ func MeshGraph(m *snapshot.Mesh, p *Planned) Graph {
 	sources := map[string]string{} // member by source label
 	anchors := map[string]map[netip.Prefix]bool{}
 	for _, c := range m.Spec.Clusters {
-		sources[mesh.LabelValue(c.Name)] = c.Name
+		sources[meshv1alpha1.LabelValue(c.Name)] = c.Name
 		gm, anchor := graphMember(m, c, byName[c.Name], p)
 		anchors[c.Name] = anchor
 		g.Members = append(g.Members, gm)

@@ -22,6 +22,7 @@ import (
 	meshv1alpha1 "github.com/kilomesh/kilomesh/apis/mesh/v1alpha1"
 	"github.com/kilomesh/kilomesh/fn/mesh"
 	"github.com/kilomesh/kilomesh/internal/plugin/snapshot"
+	"github.com/kilomesh/kilomesh/internal/safetext"
 )
 
 // maxSiblings is how many other meshes sharing a member the function reads.
@@ -132,7 +133,7 @@ func observation(inv *kubev1alpha1.NodeInventory) *mesh.Observation {
 			t := c.LastTransitionTime
 			o.UnreachableSince = &t
 		}
-		o.Problem = mesh.Truncate(c.Message, maxProblem)
+		o.Problem = safetext.Truncate(c.Message, maxProblem)
 	}
 	if o.ObservedAt == nil && o.Reachable {
 		return nil
@@ -243,7 +244,7 @@ func memberSegments(m *snapshot.Mesh, member string, nodes []kubev1alpha1.Observ
 			}
 		}
 	}
-	source := mesh.LabelValue(member)
+	source := meshv1alpha1.LabelValue(member)
 	members := map[string]map[string]bool{} // by Peer
 	for _, target := range sortedKeys(peers) {
 		for _, p := range peers[target] {

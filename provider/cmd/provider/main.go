@@ -129,7 +129,7 @@ func (c *CLI) Run() error {
 	if err != nil {
 		return errors.Wrap(err, errSetup)
 	}
-	metrics.Registry.MustRegister(kmetrics.NewCollector(mgr.GetCache()), kmetrics.ApplyDuration)
+	metrics.Registry.MustRegister(kmetrics.Collectors(mgr.GetCache())...)
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		return errors.Wrap(err, errProbe)
 	}

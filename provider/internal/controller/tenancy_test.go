@@ -35,7 +35,7 @@ import (
 	meshv1alpha1 "github.com/kilomesh/kilomesh/apis/mesh/v1alpha1"
 	"github.com/kilomesh/kilomesh/fn/mesh"
 	"github.com/kilomesh/kilomesh/provider/internal/clients"
-	"github.com/kilomesh/kilomesh/provider/internal/controller/peerset"
+	"github.com/kilomesh/kilomesh/provider/internal/ownership"
 	"github.com/kilomesh/kilomesh/provider/internal/testenv"
 )
 
@@ -165,7 +165,7 @@ func TestHostileTenant(t *testing.T) {
 		for _, f := range p.ManagedFields {
 			managers = append(managers, f.Manager)
 		}
-		if want := []string{peerset.FieldManager(victimNS, "mesh-b")}; !cmp.Equal(want, managers) {
+		if want := []string{ownership.FieldManager(victimNS, "mesh-b")}; !cmp.Equal(want, managers) {
 			t.Errorf("field managers of a set's Peer: want %v, got %v", want, managers)
 		}
 	})

@@ -147,6 +147,13 @@ func NewCollector(r client.Reader) *Collector {
 	return &Collector{reader: r, perMesh: MaxResourcesPerMesh, total: MaxResources}
 }
 
+// Collectors returns every collector of the provider's own metrics, to
+// register: the NodeInventories' and PeerSets' series, read through r, and
+// ApplyDuration.
+func Collectors(r client.Reader) []prometheus.Collector {
+	return []prometheus.Collector{NewCollector(r), ApplyDuration}
+}
+
 // Describe sends the descriptions of every metric.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descReachable, descCredentials, descNodes, descObserved, descIncomplete, descDesired, descApplied, descProblems, descSynced, descOmitted} {

@@ -31,6 +31,7 @@ import (
 	"github.com/kilomesh/kilomesh/apis/kube/v1alpha1"
 	"github.com/kilomesh/kilomesh/fn/mesh"
 	"github.com/kilomesh/kilomesh/provider/internal/metrics"
+	"github.com/kilomesh/kilomesh/provider/internal/ownership"
 	"github.com/kilomesh/kilomesh/provider/internal/remote"
 	"github.com/kilomesh/kilomesh/provider/internal/testenv"
 )
@@ -73,7 +74,7 @@ func TestCreateOnly(t *testing.T) {
 		{Name: "taken", Spec: spec},
 		{Name: "free", Spec: v1alpha1.PeerSpec{AllowedIPs: []string{"10.2.2.0/24"}, PublicKey: keyB}},
 	}
-	e := &external{peers: staleWatch(nil), kube: kube, manager: FieldManager("team", "set")}
+	e := &external{peers: staleWatch(nil), kube: kube, manager: ownership.FieldManager("team", "set")}
 	if _, err := e.Observe(ctx, cr); err != nil {
 		t.Fatal(err)
 	}
@@ -122,7 +123,7 @@ func TestApplyDuration(t *testing.T) {
 	cr := &v1alpha1.PeerSet{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "timed"}}
 	cr.Spec.ForProvider.Selector = mesh.OwnedLabels("team", "timed")
 	cr.Spec.ForProvider.Peers = []v1alpha1.DesiredPeer{{Name: "timed", Spec: v1alpha1.PeerSpec{AllowedIPs: []string{"10.2.3.0/24"}, PublicKey: keyA}}}
-	e := &external{peers: staleWatch(nil), kube: kube, manager: FieldManager("team", "timed")}
+	e := &external{peers: staleWatch(nil), kube: kube, manager: ownership.FieldManager("team", "timed")}
 	if _, err := e.Observe(ctx, cr); err != nil {
 		t.Fatal(err)
 	}

@@ -58,6 +58,7 @@ import (
 	"github.com/kilomesh/kilomesh/internal/safetext"
 	"github.com/kilomesh/kilomesh/provider/internal/clients"
 	"github.com/kilomesh/kilomesh/provider/internal/metrics"
+	"github.com/kilomesh/kilomesh/provider/internal/ownership"
 	"github.com/kilomesh/kilomesh/provider/internal/remote"
 )
 
@@ -239,7 +240,7 @@ func (c *connector) Connect(ctx context.Context, cr *v1alpha1.PeerSet) (managed.
 	if err != nil {
 		return nil, errors.Wrap(err, errClient)
 	}
-	return &external{peers: cl, kube: kc, segments: c.segments, origin: creds.Origin, manager: FieldManager(cr.GetNamespace(), cr.GetName()), writeDeadline: c.writeDeadline}, nil
+	return &external{peers: cl, kube: kc, segments: c.segments, origin: creds.Origin, manager: ownership.FieldManager(cr.GetNamespace(), cr.GetName()), writeDeadline: c.writeDeadline}, nil
 }
 
 // PeerLister lists the Peers of a cluster.
@@ -283,7 +284,7 @@ func (e *external) Observe(ctx context.Context, cr *v1alpha1.PeerSet) (managed.E
 }
 
 func (e *external) observe(ctx context.Context, cr *v1alpha1.PeerSet) (managed.ExternalObservation, error) {
-	selector, err := Selector(cr.GetNamespace(), cr.Spec.ForProvider.Selector)
+	selector, err := ownership.Selector(cr.GetNamespace(), cr.Spec.ForProvider.Selector)
 	if err != nil {
 		if meta.WasDeleted(cr) {
 			// A set that was always refused never wrote a Peer.

@@ -56,7 +56,7 @@ import (
 	"github.com/kilomesh/kilomesh/apis/kube/v1alpha1"
 	"github.com/kilomesh/kilomesh/internal/safetext"
 	"github.com/kilomesh/kilomesh/provider/internal/clients"
-	"github.com/kilomesh/kilomesh/provider/internal/controller/peerset"
+	"github.com/kilomesh/kilomesh/provider/internal/ownership"
 	"github.com/kilomesh/kilomesh/provider/internal/remote"
 )
 
@@ -280,7 +280,7 @@ func (e *external) Observe(ctx context.Context, cr *v1alpha1.ServiceSync) (manag
 
 func (e *external) observe(ctx context.Context, cr *v1alpha1.ServiceSync) (managed.ExternalObservation, error) {
 	p := cr.Spec.ForProvider
-	selector, err := peerset.Selector(cr.GetNamespace(), p.Selector)
+	selector, err := ownership.Selector(cr.GetNamespace(), p.Selector)
 	if err != nil {
 		if meta.WasDeleted(cr) {
 			return managed.ExternalObservation{ResourceExists: false}, nil

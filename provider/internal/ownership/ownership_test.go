@@ -14,19 +14,15 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package peerset
+package ownership
 
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"net/url"
 	"strings"
-	"sync/atomic"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-	kerrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
 	"github.com/crossplane/crossplane-runtime/v2/pkg/test"
@@ -133,39 +129,5 @@ func TestFieldManager(t *testing.T) {
 	}
 	if FieldManager("team-a", long) == FieldManager("team-a", long+"x") {
 		t.Error("two long names that share their start have the same field manager")
-	}
-}
-
-func TestForEach(t *testing.T) {
-	const n = 200
-	refused := &url.Error{Op: "Post", URL: "https://127.0.0.1:1/apis", Err: errors.New("connection refused")}
-	cases := map[string]struct {
-		reason string
-		err    error
-		// most is the most calls made.
-		most int
-	}{
-		"Answered": {
-			reason: "Errors the API server answers with (a conflict, an invalid Peer) stop nothing: every call is made.",
-			err:    kerrors.NewAlreadyExists(schema.GroupResource{Group: "kilo.squat.ai", Resource: "peers"}, "p"),
-			most:   n,
-		},
-		"Unanswered": {
-			reason: "Once a call gets no answer, no further call is started: at most the calls already handed to the workers run.",
-			err:    refused,
-			most:   1 + 2*workers,
-		},
-	}
-	for name, tc := range cases {
-		t.Run(name, func(t *testing.T) {
-			var calls atomic.Int64
-			skipped := forEach(n, func(int) error {
-				calls.Add(1)
-				return tc.err
-			})
-			if got := int(calls.Load()); got+skipped != n || got > tc.most {
-				t.Errorf("\n%s\nforEach(%d, ...): %d calls and %d skipped, want %d in all and at most %d calls", tc.reason, n, got, skipped, n, tc.most)
-			}
-		})
 	}
 }

@@ -33,31 +33,57 @@ const (
 	ReasonSegmentNoLeader       = "SegmentNoLeader"
 )
 
-// checkOrder ranks the skip reasons: a node keeps the first one it fails.
-var checkOrder = map[string]int{
-	ReasonNodeNoPodCIDR:         1,
-	ReasonNodePodCIDROutOfRange: 2,
-	ReasonNodePodCIDRTaken:      3,
-	ReasonNodeNoWireguardIP:     4,
-	ReasonWGIPInvalid:           5,
-	ReasonWGIPOutOfRange:        6,
-	ReasonWGIPDuplicate:         7,
-	ReasonNodeNoPublicKey:       8,
-	ReasonNodeKeyInvalid:        9,
-	ReasonNodeKeyDuplicate:      10,
-	ReasonNodeNotReady:          11,
-	ReasonNodeHeartbeatLost:     12,
-	ReasonNodeEndpointInvalid:   13,
-	ReasonSegmentNoLeader:       14,
+// skipReasons are the skip reasons in the order the checks run, each with
+// whether it is expected to clear by itself (e.g. while Kilo starts on a new
+// node). It is the one list of them: the check order, Transient, the
+// plugin's fixes and the troubleshooting guide are held against it.
+var skipReasons = []struct {
+	reason    string
+	transient bool
+}{
+	{ReasonNodeNoPodCIDR, true},
+	{ReasonNodePodCIDROutOfRange, false},
+	{ReasonNodePodCIDRTaken, false},
+	{ReasonNodeNoWireguardIP, true},
+	{ReasonWGIPInvalid, false},
+	{ReasonWGIPOutOfRange, false},
+	{ReasonWGIPDuplicate, false},
+	{ReasonNodeNoPublicKey, true},
+	{ReasonNodeKeyInvalid, false},
+	{ReasonNodeKeyDuplicate, false},
+	{ReasonNodeNotReady, true},
+	{ReasonNodeHeartbeatLost, false},
+	{ReasonNodeEndpointInvalid, false},
+	{ReasonSegmentNoLeader, true},
+}
+
+// checkOrder ranks the skip reasons, from 1: a node keeps the first one it
+// fails.
+var checkOrder = func() map[string]int {
+	order := make(map[string]int, len(skipReasons))
+	for i, r := range skipReasons {
+		order[r.reason] = i + 1
+	}
+	return order
+}()
+
+// SkipReasons returns every skip reason, in the order the checks run.
+func SkipReasons() []string {
+	out := make([]string, len(skipReasons))
+	for i, r := range skipReasons {
+		out[i] = r.reason
+	}
+	return out
 }
 
 // Transient reports whether a skip reason is expected to clear by itself,
 // e.g. while Kilo starts on a new node. A mesh with transient skips is
 // converging, not failed.
 func Transient(reason string) bool {
-	switch reason {
-	case ReasonNodeNoPodCIDR, ReasonNodeNoWireguardIP, ReasonNodeNoPublicKey, ReasonNodeNotReady, ReasonSegmentNoLeader:
-		return true
+	for _, r := range skipReasons {
+		if r.reason == reason {
+			return r.transient
+		}
 	}
 	return false
 }

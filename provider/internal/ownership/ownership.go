@@ -14,7 +14,10 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package peerset
+// Package ownership says which Peers of a member a set of the provider may
+// own: the labels its selector must carry, and the field manager it writes
+// with. PeerSets and ServiceSyncs share it.
+package ownership
 
 import (
 	"crypto/sha256"
@@ -25,7 +28,6 @@ import (
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
 
 	meshv1alpha1 "github.com/kilomesh/kilomesh/apis/mesh/v1alpha1"
-	"github.com/kilomesh/kilomesh/fn/mesh"
 )
 
 const (
@@ -44,7 +46,7 @@ func Selector(ns string, selector map[string]string) (map[string]string, error) 
 	if v, ok := selector[meshv1alpha1.LabelManagedBy]; ok && v != meshv1alpha1.ManagedByValue {
 		return nil, errors.Errorf(errFmtSelectorManagedBy, meshv1alpha1.LabelManagedBy, v, meshv1alpha1.LabelManagedBy, meshv1alpha1.ManagedByValue)
 	}
-	own := mesh.LabelValue(ns)
+	own := meshv1alpha1.LabelValue(ns)
 	if v, ok := selector[meshv1alpha1.LabelMeshNamespace]; ok && v != own {
 		return nil, errors.Errorf(errFmtSelectorNamespace, meshv1alpha1.LabelMeshNamespace, v, ns, meshv1alpha1.LabelMeshNamespace, own)
 	}

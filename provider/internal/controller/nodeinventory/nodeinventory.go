@@ -352,8 +352,10 @@ func (e *external) holdEvidence(cr *v1alpha1.NodeInventory, observed []v1alpha1.
 		at.NodesIncomplete != nodesIncomplete || at.ForeignPeersIncomplete != foreignIncomplete {
 		return false
 	}
+	// A last write in the future (a clock that moved back) holds nothing
+	// back: the write that follows puts observedAt at now.
 	due := at.ObservedAt.Add(e.evidenceInterval)
-	if !now.Before(due) || !inventory.EvidenceOnly(at.Nodes, observed, peers, peersKnown) {
+	if at.ObservedAt.After(now) || !now.Before(due) || !inventory.EvidenceOnly(at.Nodes, observed, peers, peersKnown) {
 		return false
 	}
 	if e.wakeAfter != nil {

@@ -389,6 +389,13 @@ func TestObserveHoldsEvidence(t *testing.T) {
 			peer:     peer,
 			want:     after,
 		},
+		"WrittenInTheFuture": {
+			reason:   "A last write after now (a clock that moved back) holds nothing back.",
+			now:      written.Add(-time.Hour),
+			interval: 30 * time.Second,
+			peer:     peer,
+			want:     after,
+		},
 		"NoInterval": {
 			reason: "Without an evidence interval evidence is published at once.",
 			now:    written.Add(time.Second),

@@ -128,11 +128,17 @@ func TestKiloStartWrites(t *testing.T) {
 
 	// Evidence, and check-ins: nothing decides a Peer.
 	handshakes := `{` + entry(keyA, "192.0.2.1", 51820) + `,` + entry(keyB, "192.0.2.2", 51820) + `}`
-	annotate(kilov1alpha1.AnnotationDiscoveredEndpoints, "{}")
-	annotate(kilov1alpha1.AnnotationDiscoveredEndpoints, `{`+entry(keyA, "192.0.2.1", 51820)+`}`)
-	annotate(kilov1alpha1.AnnotationDiscoveredEndpoints, handshakes)
+	// Each write is left a second alone, ten times the tests' coalescing:
+	// each gets a reconcile of its own rather than one for them all.
+	apart := func(k, v string) {
+		annotate(k, v)
+		time.Sleep(time.Second)
+	}
+	apart(kilov1alpha1.AnnotationDiscoveredEndpoints, "{}")
+	apart(kilov1alpha1.AnnotationDiscoveredEndpoints, `{`+entry(keyA, "192.0.2.1", 51820)+`}`)
+	apart(kilov1alpha1.AnnotationDiscoveredEndpoints, handshakes)
 	for i := range 5 {
-		annotate(kilov1alpha1.AnnotationLastSeen, strconv.FormatInt(future+30*int64(i+1), 10))
+		apart(kilov1alpha1.AnnotationLastSeen, strconv.FormatInt(future+30*int64(i+1), 10))
 	}
 	// Then a change that decides a Peer: its write is the first, and it
 	// carries the evidence gathered so far.

@@ -282,25 +282,34 @@ func (e *external) observe(ctx context.Context, cr *v1alpha1.NodeInventory) (man
 			cr.SetConditions(xpv2.Available())
 			return managed.ExternalObservation{ResourceExists: true, ResourceUpToDate: true}, nil
 		}
-		next := v1alpha1.NodeInventoryObservation{
-			ObservedAt:             &metav1.Time{Time: now.UTC().Truncate(time.Second)},
-			NodeCount:              len(observed),
-			Nodes:                  observed,
-			ForeignPeers:           foreign,
-			ForeignPeersIncomplete: foreignIncomplete,
-			NodesIncomplete:        nodesIncomplete,
+		if err := e.write(at, observed, foreign, nodesIncomplete, foreignIncomplete, now); err != nil {
+			return managed.ExternalObservation{}, err
 		}
-		b, err := json.Marshal(next)
-		if err != nil {
-			return managed.ExternalObservation{}, errors.Wrap(err, errMarshal)
-		}
-		if len(b) > e.maxBytes {
-			return managed.ExternalObservation{}, errors.Errorf(errFmtTooLarge, len(observed), len(b), e.maxBytes)
-		}
-		*at = next
 	}
 	cr.SetConditions(xpv2.Available())
 	return managed.ExternalObservation{ResourceExists: true, ResourceUpToDate: true}, nil
+}
+
+// write puts an observation into the status, unless it is larger than one
+// object can hold.
+func (e *external) write(at *v1alpha1.NodeInventoryObservation, observed []v1alpha1.ObservedNode, foreign []v1alpha1.ForeignPeer, nodesIncomplete, foreignIncomplete string, now time.Time) error {
+	next := v1alpha1.NodeInventoryObservation{
+		ObservedAt:             &metav1.Time{Time: now.UTC().Truncate(time.Second)},
+		NodeCount:              len(observed),
+		Nodes:                  observed,
+		ForeignPeers:           foreign,
+		ForeignPeersIncomplete: foreignIncomplete,
+		NodesIncomplete:        nodesIncomplete,
+	}
+	b, err := json.Marshal(next)
+	if err != nil {
+		return errors.Wrap(err, errMarshal)
+	}
+	if len(b) > e.maxBytes {
+		return errors.Errorf(errFmtTooLarge, len(observed), len(b), e.maxBytes)
+	}
+	*at = next
+	return nil
 }
 
 // published reports whether the status holds exactly this observation,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -52,6 +53,11 @@ type Config struct {
 	// behind a router of its own (see NAT), from the moment the machine is
 	// made; nil leaves it on the network between clusters.
 	NAT func(*corev1.Node) *NAT
+	// Discovered, when set, makes every periodic check-in also write what
+	// the node's agent learned from WireGuard handshakes, in Kilo's
+	// kilo.squat.ai/discovered-endpoints ("{}" before any handshake), as
+	// Kilo's check-in does: the load Kilo's agents put on a mesh.
+	Discovered bool
 }
 
 // dataPlane tells whether a member has a data plane; without one the
@@ -98,7 +104,11 @@ type Harness struct {
 	next     int                   // index of the next machine
 	public   map[netip.Addr]string // public address -> machine
 	paused   map[string]bool       // "cluster/node" whose agent is stopped
-	stopped  bool
+	// discovered is, by "cluster/node", what the node's agent last learned
+	// from handshakes, in Kilo's kilo.squat.ai/discovered-endpoints: its
+	// check-ins write it, as Kilo's do.
+	discovered map[string]string
+	stopped    bool
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -147,7 +157,7 @@ func Start(ctx context.Context, cfg Config) (*Harness, error) {
 	if _, err := rand.Read(id); err != nil {
 		return nil, err
 	}
-	h := &Harness{cfg: cfg, run: "km" + hex.EncodeToString(id), public: map[netip.Addr]string{}, paused: map[string]bool{}, hosts: map[string]netip.Addr{}}
+	h := &Harness{cfg: cfg, run: "km" + hex.EncodeToString(id), public: map[netip.Addr]string{}, paused: map[string]bool{}, discovered: map[string]string{}, hosts: map[string]netip.Addr{}}
 	h.hub = h.run + "-hub"
 	for name, a := range cfg.Hosts {
 		addr, err := netip.ParseAddr(a)
@@ -363,6 +373,7 @@ func (mb *member) reconcile(ctx context.Context) error {
 		if !seen[name] {
 			mb.h.removeMachine(ctx, m)
 			delete(mb.machines, name)
+			mb.h.forget(mb.Name, name)
 		}
 	}
 	if err := mb.h.linkPublic(ctx); err != nil {
@@ -417,6 +428,9 @@ func (mb *member) agent(ctx context.Context, m *machine, view map[string]*Node, 
 		dev = d
 	}
 	nodes[m.node].DiscoveredEndpoints = discoverNATEndpoints(nodes, ps, dev)
+	if err := mb.h.learned(mb.Name, m.node, nodes[m.node].DiscoveredEndpoints); err != nil {
+		return err
+	}
 	granularity := local.Granularity
 	if granularity == "" {
 		granularity = defaultGranularity
@@ -589,6 +603,54 @@ func (h *Harness) Resume(cluster, node string) {
 	}
 }
 
+// learned keeps what the agent of a node learned from handshakes in Kilo's
+// form of kilo.squat.ai/discovered-endpoints (a JSON object of Go's
+// net.UDPAddr by public key; "{}" before the first handshake), for its next
+// check-in: Kilo's applyTopology puts it on its local node, and only its
+// checkIn writes it.
+func (h *Harness) learned(cluster, node string, endpoints map[string]netip.AddrPort) error {
+	type udpAddr struct {
+		IP   string
+		Port int
+		Zone string
+	}
+	out := make(map[string]udpAddr, len(endpoints))
+	for k, e := range endpoints {
+		out[k] = udpAddr{IP: e.Addr().Unmap().String(), Port: int(e.Port())}
+	}
+	b, err := json.Marshal(out)
+	if err != nil {
+		return err
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.discovered[cluster+"/"+node] = string(b)
+	return nil
+}
+
+// forget drops what the agent of a removed node learned.
+func (h *Harness) forget(cluster, node string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	delete(h.discovered, cluster+"/"+node)
+}
+
+// checkInPatch is the merge patch of a node's check-in at now: its
+// heartbeat and, on a periodic check-in of a node whose agent applied, what
+// it learned from handshakes, as Kilo's checkIn writes its local node.
+func (h *Harness) checkInPatch(cluster, node string, now time.Time, periodic bool) []byte {
+	ann := map[string]string{kilov1alpha1.AnnotationLastSeen: strconv.FormatInt(now.Unix(), 10)}
+	if periodic && h.cfg.Discovered {
+		h.mu.Lock()
+		if d, ok := h.discovered[cluster+"/"+node]; ok {
+			ann[kilov1alpha1.AnnotationDiscoveredEndpoints] = d
+		}
+		h.mu.Unlock()
+	}
+	b, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": ann}}) //nolint:errchkjson // Strings only.
+	return b
+}
+
 func (h *Harness) isPaused(cluster, node string) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -639,14 +701,15 @@ func (mb *member) heartbeat(ctx context.Context) error {
 }
 
 // checkIn writes the current time as kilo.squat.ai/last-seen on the Nodes
-// whose agent runs, or with stale on those whose heartbeat, as the API
-// holds it, is too old for Kilo: Kilo's agent, on an event of its own Node,
+// whose agent runs (with what each learned from handshakes,
+// kilo.squat.ai/discovered-endpoints, as Kilo's check-in every 30 s
+// writes it), or with stale on those whose heartbeat, as the API
+// holds it, is too old for Kilo, and then only the heartbeat: Kilo's agent, on an event of its own Node,
 // writes the Node at once when it is not ready as the API holds it
 // (Mesh.handleLocal compares readiness, nodesAreEqual), e.g. after its API
 // server was away for longer than two check-in periods.
 func (mb *member) checkIn(ctx context.Context, nodes []corev1.Node, stale bool) error {
 	now := time.Now()
-	patch := fmt.Appendf(nil, `{"metadata":{"annotations":{%q:%q}}}`, kilov1alpha1.AnnotationLastSeen, strconv.FormatInt(now.Unix(), 10))
 	var errs []error
 	for i := range nodes {
 		n := &nodes[i]
@@ -656,6 +719,7 @@ func (mb *member) checkIn(ctx context.Context, nodes []corev1.Node, stale bool) 
 		if stale && now.Unix()-translateNode(n).LastSeen < int64(2*checkInPeriod/time.Second) {
 			continue
 		}
+		patch := mb.h.checkInPatch(mb.Name, n.Name, now, !stale)
 		if err := mb.client.Patch(ctx, n, client.RawPatch(types.MergePatchType, patch)); err != nil {
 			errs = append(errs, fmt.Errorf("%s: heartbeat: %w", n.Name, err))
 		}

@@ -61,6 +61,9 @@ func startDataplane(ctx context.Context) (*dataplane.Harness, error) {
 		HeartbeatOnly: func(n *corev1.Node) bool { return n.Labels[labelScale] == "true" },
 		// node-n and node-m of the NAT step, behind routers of their own.
 		NAT: behindNAT,
+		// Every check-in writes what the agents learned from handshakes,
+		// as Kilo's do: every phase carries the load Kilo puts on a mesh.
+		Discovered: true,
 		Log: func(format string, args ...any) {
 			mu.Lock()
 			defer mu.Unlock()

@@ -151,6 +151,7 @@ func testMode(ctx context.Context, t *testing.T, mode string, vpn *kilov1alpha1.
 		{"a hostile tenant", false, func(t *testing.T) { testHostileTenant(ctx, t, mode, ref) }},
 		{"overlapping CIDRs freeze the mesh", false, func(t *testing.T) { testOverlap(ctx, t, ref) }},
 		{"members follow node changes", false, func(t *testing.T) { testFollow(ctx, t, mode, ref) }},
+		{"nodes start as Kilo starts them", false, func(t *testing.T) { testKiloStart(ctx, t, mode, ref) }},
 		{"a Peer edited or deleted by hand is restored", true, func(t *testing.T) { testRestore(ctx, t, mode, ref) }},
 		{"packets", true, func(t *testing.T) { testPackets(ctx, t, mode, ref) }},
 		{"services across the mesh", false, func(t *testing.T) { testServices(ctx, t, mode, ref) }},

@@ -391,7 +391,10 @@ func runScale(t *testing.T, s scaleSpec, roll bool) {
 // rollingReplacement replaces nodes of the mesh (E2E_ROLL_NODES of them,
 // 50 unless it says more), one every E2E_ROLL_INTERVAL (5 s), members in
 // turn: a Node with a new name, key and addresses is created, and the one it replaces deleted, as a node pool's
-// rolling update does. Each replacement is timed until every other member
+// rolling update does. The new Node is written as Kilo's agent writes it
+// when it starts (kiloStarts: the kubelet's Node, then its key, then its
+// WireGuard IP, then "{}" and its handshakes at its check-ins), and the
+// check-ins are waited for before the breaker's events are counted. Each replacement is timed until every other member
 // holds the new node's Peer and no longer the old one's; the breaker's
 // events over the whole of it give the cost of one change.
 func rollingReplacement(ctx context.Context, t *testing.T, s scaleSpec, tag string) {
@@ -409,6 +412,7 @@ func rollingReplacement(ctx context.Context, t *testing.T, s scaleSpec, tag stri
 		wg     sync.WaitGroup
 	)
 	begin := time.Now()
+	var kilo kiloStarts
 	for k := range count {
 		i, j := k%len(scaleMembers), k/len(scaleMembers)
 		src := scaleMembers[i]
@@ -426,7 +430,7 @@ func rollingReplacement(ctx context.Context, t *testing.T, s scaleSpec, tag stri
 			ws = append(ws, w)
 		}
 		t0 := time.Now()
-		if err := fixture.Apply(ctx, kube[src], nu); err != nil {
+		if err := kilo.start(ctx, src, s.ref, nu, true); err != nil {
 			t.Fatal(err)
 		}
 		if err := fixture.Delete(ctx, kube[src], old.Name); err != nil {
@@ -461,6 +465,7 @@ func rollingReplacement(ctx context.Context, t *testing.T, s scaleSpec, tag stri
 	}
 	wg.Wait()
 	took := time.Since(begin)
+	kilo.wait()
 	time.Sleep(3 * time.Second) // the last replacement's events
 	events, _ := metric(crossplaneMetrics(), "circuit_breaker_events_total")
 	opens, _ := metric(crossplaneMetrics(), "circuit_breaker_opens_total")

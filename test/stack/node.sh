@@ -173,9 +173,16 @@ cmd_up() {
   ip -n "$NODE_NETNS" addr add "$NODE_IP/30" dev eth0
   ip -n "$NODE_NETNS" link set eth0 up
   ip -n "$NODE_NETNS" link set lo up
-  # No default route: a pod's packet for an address the node does not know
-  # goes nowhere. The service CIDR needs a route for kube-proxy's DNAT to
-  # apply to the node's own connections.
+  # A default route, as every real machine has (Kilo's agent refuses to
+  # start without one: "failed to find default route"), into a dummy link
+  # without an address: a packet for an address the node does not know goes
+  # nowhere, never out of the stack, and the agent, finding no address on the
+  # default route's link, takes the node's own (eth0's). The service CIDR
+  # needs a route for kube-proxy's DNAT to apply to the node's own
+  # connections.
+  ip -n "$NODE_NETNS" link add nowhere type dummy
+  ip -n "$NODE_NETNS" link set nowhere up
+  ip -n "$NODE_NETNS" route add default dev nowhere
   ip -n "$NODE_NETNS" route add "$SVC_CIDR" dev eth0
   ip route add "$POD_CIDR" via "$NODE_IP" dev "$HOST_VETH"
   ip netns exec "$NODE_NETNS" sysctl -qw net.ipv4.ip_forward=1

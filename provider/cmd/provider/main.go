@@ -59,6 +59,7 @@ type CLI struct {
 	MaxGather        time.Duration `default:"2s" help:"How long changes of a member cluster that keep coming, each within --coalesce of the last, are gathered into one reconcile at most."`
 	MemberTimeout    time.Duration `default:"30s"   help:"How long a request to a member cluster may take: a list, the start of a watch, a write."`
 	WriteDeadline    time.Duration `default:"10s"   help:"How long the writes of one reconcile of a PeerSet may take together; the rest follows at the next reconcile, after a backoff." name:"member-write-deadline"`
+	EvidenceInterval time.Duration `default:"30s" help:"How often a NodeInventory publishes at most a change that is only evidence: handshakes Kilo recorded in kilo.squat.ai/discovered-endpoints that change no Peer. A change that may change a Peer is published at once, with the evidence gathered so far. 0 publishes evidence at once too."`
 	AllowKubeconfig  []string      `enum:"insecure-skip-tls-verify,proxy-url,http" help:"Kubeconfig settings to accept although they expose the credentials: insecure-skip-tls-verify, proxy-url, http (a plain-HTTP server). Refused by default; repeat the flag or separate with commas." placeholder:"SETTING"`
 
 	LeaderElection           bool   `env:"LEADER_ELECTION"           help:"Use leader election, for more than one replica."`
@@ -110,12 +111,13 @@ func (c *CLI) Run() error {
 
 	ctx := ctrl.SetupSignalHandler()
 	mgr, _, err := pcontroller.NewManager(ctx, ratelimiter.LimitRESTConfig(cfg, c.MaxReconcileRate), pcontroller.Config{
-		Options:       o,
-		Coalesce:      c.Coalesce,
-		MaxGather:     c.MaxGather,
-		Timeout:       c.MemberTimeout,
-		WriteDeadline: c.WriteDeadline,
-		Allow:         allow,
+		Options:          o,
+		Coalesce:         c.Coalesce,
+		MaxGather:        c.MaxGather,
+		Timeout:          c.MemberTimeout,
+		WriteDeadline:    c.WriteDeadline,
+		Allow:            allow,
+		EvidenceInterval: evidenceInterval(c.EvidenceInterval),
 		Manager: func(mo *ctrl.Options) {
 			mo.Cache.SyncPeriod = &c.Sync
 			mo.Metrics = metricsserver.Options{BindAddress: c.MetricsBindAddress}
@@ -136,8 +138,17 @@ func (c *CLI) Run() error {
 	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
 		return errors.Wrap(err, errProbe)
 	}
-	log.Info("Starting", "poll", c.Poll.String(), "max-reconcile-rate", c.MaxReconcileRate, "member-timeout", c.MemberTimeout.String(), "member-write-deadline", c.WriteDeadline.String(), "allow-kubeconfig", c.AllowKubeconfig)
+	log.Info("Starting", "poll", c.Poll.String(), "max-reconcile-rate", c.MaxReconcileRate, "member-timeout", c.MemberTimeout.String(), "member-write-deadline", c.WriteDeadline.String(), "evidence-interval", c.EvidenceInterval.String(), "allow-kubeconfig", c.AllowKubeconfig)
 	return errors.Wrap(mgr.Start(ctx), errStart)
+}
+
+// evidenceInterval is the --evidence-interval as the controllers take it:
+// 0 there means the default, so publishing evidence at once is negative.
+func evidenceInterval(d time.Duration) time.Duration {
+	if d <= 0 {
+		return -1
+	}
+	return d
 }
 
 // defaultGCPercent is the garbage collector's target when GOGC is not set:

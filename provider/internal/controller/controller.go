@@ -85,6 +85,12 @@ type Config struct {
 	// together. Defaults to peerset.DefaultWriteDeadline.
 	WriteDeadline time.Duration
 
+	// EvidenceInterval is how often a NodeInventory publishes at most a
+	// change that is only evidence (handshakes recorded in discovered
+	// endpoints that decide no Peer). Defaults to
+	// nodeinventory.DefaultEvidenceInterval; negative publishes it at once.
+	EvidenceInterval time.Duration
+
 	// Allow lists the kubeconfig settings, refused by default, that an
 	// administrator allows.
 	Allow clients.Allowances
@@ -170,7 +176,14 @@ func setup(ctx context.Context, mgr ctrl.Manager, reg *remote.Registry, c Config
 	if now == nil {
 		now = time.Now
 	}
-	if err := nodeinventory.Setup(mgr, c.Options, reg, usage, res, now); err != nil {
+	evidence := c.EvidenceInterval
+	switch {
+	case evidence == 0:
+		evidence = nodeinventory.DefaultEvidenceInterval
+	case evidence < 0:
+		evidence = 0
+	}
+	if err := nodeinventory.Setup(mgr, c.Options, reg, usage, res, now, evidence); err != nil {
 		return err
 	}
 	if err := peerset.Setup(ctx, mgr, c.Options, reg, usage, res, c.WriteDeadline); err != nil {

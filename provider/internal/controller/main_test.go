@@ -138,7 +138,7 @@ const memberTimeout = 10 * time.Second
 
 // testConfig is the provider every test runs: changes of member clusters
 // reach status after 100 ms; the poll interval is an hour, so everything
-// the tests see happen is driven by watches. adjust changes it further.
+// the tests see happen is driven by watches; so is the evidence interval. adjust changes it further.
 func testConfig(log logging.Logger, workers int, adjust func(c *pcontroller.Config)) pcontroller.Config {
 	c := pcontroller.Config{
 		Options: controller.Options{
@@ -151,6 +151,9 @@ func testConfig(log logging.Logger, workers int, adjust func(c *pcontroller.Conf
 		Coalesce:     100 * time.Millisecond,
 		Timeout:      memberTimeout,
 		ReapInterval: time.Second,
+		// Evidence waits for a change that decides a Peer: a test sees
+		// whether a change is held back or not.
+		EvidenceInterval: time.Hour,
 		Manager: func(o *ctrl.Options) {
 			o.Metrics.BindAddress = "0"
 			o.HealthProbeBindAddress = "0"

@@ -29,6 +29,7 @@ func dataplaneDir(env *stack.Env) string { return filepath.Join(env.Dir, "datapl
 type AgentCmd struct {
 	Clusters      []string `arg:"" optional:"" help:"Members to run (default: every cluster of the stack)."`
 	HeartbeatOnly bool     `help:"Only write Kilo's heartbeat on every Node: no data plane (it needs root and /dev/net/tun)."`
+	Discovered    bool     `default:"true" negatable:"" help:"Write, at every check-in, the endpoints each agent learned from handshakes (kilo.squat.ai/discovered-endpoints), as Kilo's agent does."`
 }
 
 // Run runs the harness until it is told to stop (SIGTERM or SIGINT).
@@ -47,6 +48,7 @@ func (c *AgentCmd) Run(cli *CLI) error {
 		Hosts:       fixture.Hosts(),
 		Keys:        fixture.PrivateKey,
 		Log:         log.New(os.Stderr, "", log.LstdFlags).Printf,
+		Discovered:  c.Discovered,
 	}
 	// A member without Kilo's Peer has no Kilo to stand in for; it gets
 	// heartbeats only. A real node's agent runs in the node's namespace.

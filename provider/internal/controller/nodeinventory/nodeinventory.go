@@ -64,15 +64,23 @@ const (
 	errObservePeers = "cannot observe the Peers of the cluster"
 )
 
+// DefaultEvidenceInterval is how often an inventory publishes at most a
+// change that is only evidence (see inventory.EvidenceOnly): once per
+// Kilo check-in period.
+const DefaultEvidenceInterval = 30 * time.Second
+
 // Setup adds a controller that reconciles NodeInventories. The clock now
-// tells whether a node's heartbeat is stale.
-func Setup(mgr ctrl.Manager, o controller.Options, reg *remote.Registry, usage *clients.UsageTracker, res *clients.Resolver, now func() time.Time) error {
+// tells whether a node's heartbeat is stale. A change that is only evidence
+// is published at most once per evidence interval (0: at once, like any
+// other change).
+func Setup(mgr ctrl.Manager, o controller.Options, reg *remote.Registry, usage *clients.UsageTracker, res *clients.Resolver, now func() time.Time, evidence time.Duration) error {
 	name := managed.ControllerName(v1alpha1.NodeInventoryKind)
 	c := &connector{
 		resolver: res,
 		usage:    usage,
 		registry: reg,
 		now:      now,
+		evidence: evidence,
 	}
 	opts := []managed.ReconcilerOption{
 		managed.WithTypedExternalConnector[*v1alpha1.NodeInventory](c),
@@ -113,6 +121,7 @@ type connector struct {
 	usage    *clients.UsageTracker
 	registry *remote.Registry
 	now      func() time.Time
+	evidence time.Duration
 }
 
 // Connect returns an external client that reads the inventory's cluster. A
@@ -143,7 +152,8 @@ func (c *connector) Connect(ctx context.Context, cr *v1alpha1.NodeInventory) (ma
 		wakeAfter: func(d time.Duration) {
 			c.registry.WakeAfter(u, d)
 		},
-		firstListWait: c.registry.FirstListWait(),
+		firstListWait:    c.registry.FirstListWait(),
+		evidenceInterval: c.evidence,
 	}, nil
 }
 
@@ -204,6 +214,9 @@ type external struct {
 	// waits for its cluster's first lists, so that its first status holds
 	// the member's Nodes (remote.DefaultFirstListWait).
 	firstListWait time.Duration
+	// evidenceInterval is how long after its last write an inventory holds
+	// back a change that is only evidence; 0 holds back nothing.
+	evidenceInterval time.Duration
 }
 
 // Observe publishes the cluster's Nodes (and foreign Peers) in the
@@ -243,7 +256,7 @@ func (e *external) observe(ctx context.Context, cr *v1alpha1.NodeInventory) (man
 	if err != nil {
 		return managed.ExternalObservation{}, errors.Wrap(clients.Explain(err, e.origin), errObserveNodes)
 	}
-	foreign, foreignIncomplete, err := e.foreign(ctx, cr)
+	foreign, foreignIncomplete, peers, peersKnown, err := e.foreign(ctx, cr)
 	if errors.Is(err, remote.ErrPending) {
 		return pending(cr, err)
 	}
@@ -265,25 +278,38 @@ func (e *external) observe(ctx context.Context, cr *v1alpha1.NodeInventory) (man
 	at := &cr.Status.AtProvider
 	recovering := cr.GetCondition(xpv2.TypeSynced).Status != corev1.ConditionTrue
 	if recovering || !published(at, observed, foreign, nodesIncomplete, foreignIncomplete) {
-		next := v1alpha1.NodeInventoryObservation{
-			ObservedAt:             &metav1.Time{Time: now.UTC().Truncate(time.Second)},
-			NodeCount:              len(observed),
-			Nodes:                  observed,
-			ForeignPeers:           foreign,
-			ForeignPeersIncomplete: foreignIncomplete,
-			NodesIncomplete:        nodesIncomplete,
+		if !recovering && e.holdEvidence(cr, observed, foreign, nodesIncomplete, foreignIncomplete, peers, peersKnown, now) {
+			cr.SetConditions(xpv2.Available())
+			return managed.ExternalObservation{ResourceExists: true, ResourceUpToDate: true}, nil
 		}
-		b, err := json.Marshal(next)
-		if err != nil {
-			return managed.ExternalObservation{}, errors.Wrap(err, errMarshal)
+		if err := e.write(at, observed, foreign, nodesIncomplete, foreignIncomplete, now); err != nil {
+			return managed.ExternalObservation{}, err
 		}
-		if len(b) > e.maxBytes {
-			return managed.ExternalObservation{}, errors.Errorf(errFmtTooLarge, len(observed), len(b), e.maxBytes)
-		}
-		*at = next
 	}
 	cr.SetConditions(xpv2.Available())
 	return managed.ExternalObservation{ResourceExists: true, ResourceUpToDate: true}, nil
+}
+
+// write puts an observation into the status, unless it is larger than one
+// object can hold.
+func (e *external) write(at *v1alpha1.NodeInventoryObservation, observed []v1alpha1.ObservedNode, foreign []v1alpha1.ForeignPeer, nodesIncomplete, foreignIncomplete string, now time.Time) error {
+	next := v1alpha1.NodeInventoryObservation{
+		ObservedAt:             &metav1.Time{Time: now.UTC().Truncate(time.Second)},
+		NodeCount:              len(observed),
+		Nodes:                  observed,
+		ForeignPeers:           foreign,
+		ForeignPeersIncomplete: foreignIncomplete,
+		NodesIncomplete:        nodesIncomplete,
+	}
+	b, err := json.Marshal(next)
+	if err != nil {
+		return errors.Wrap(err, errMarshal)
+	}
+	if len(b) > e.maxBytes {
+		return errors.Errorf(errFmtTooLarge, len(observed), len(b), e.maxBytes)
+	}
+	*at = next
+	return nil
 }
 
 // published reports whether the status holds exactly this observation,
@@ -297,23 +323,54 @@ func published(at *v1alpha1.NodeInventoryObservation, observed []v1alpha1.Observ
 }
 
 // foreign returns the foreign Peers of the cluster, and the bounds that
-// left some of them out, for an inventory with owned labels.
-func (e *external) foreign(ctx context.Context, cr *v1alpha1.NodeInventory) ([]v1alpha1.ForeignPeer, string, error) {
+// left some of them out, for an inventory with owned labels; and all the
+// Peers of the cluster, and whether they are known (they are watched only
+// for an inventory with owned labels).
+func (e *external) foreign(ctx context.Context, cr *v1alpha1.NodeInventory) ([]v1alpha1.ForeignPeer, string, []*kilov1alpha1.Peer, bool, error) {
 	if len(cr.Spec.ForProvider.OwnedPeerLabels) == 0 {
-		return nil, "", nil
+		return nil, "", nil, false, nil
 	}
 	peers, err := e.cluster.Peers(ctx)
 	switch {
 	case errors.Is(err, remote.ErrPeerCRDMissing):
 		// A cluster without Kilo's Peer has no Peer in anyone's way.
-		return nil, "", nil
+		return nil, "", nil, true, nil
 	case errors.Is(err, remote.ErrPending):
-		return nil, "", err
+		return nil, "", nil, false, err
 	case err != nil:
-		return nil, "", errors.Wrap(clients.Explain(err, e.origin), errObservePeers)
+		return nil, "", nil, false, errors.Wrap(clients.Explain(err, e.origin), errObservePeers)
 	}
 	foreign, cut := inventory.ObserveForeignPeers(peers, cr.Spec.ForProvider.OwnedPeerLabels)
-	return foreign, inventory.JoinReasons(e.cluster.PeersIncomplete(), cut), nil
+	incomplete := inventory.JoinReasons(e.cluster.PeersIncomplete(), cut)
+	// Peers left out of the watch may hold any key: none is known.
+	return foreign, incomplete, peers, e.cluster.PeersIncomplete() == "", nil
+}
+
+// holdEvidence reports whether the inventory keeps its status although
+// the observation differs: only discovered endpoints that decide no Peer
+// changed (inventory.EvidenceOnly), and the inventory was written less
+// than the evidence interval ago. It then observes the inventory again
+// when the interval ends, so the evidence is published then, unless a
+// change that decides a Peer publishes it first. Kilo's agents write their
+// discovered endpoints with every handshake they learn of as they start:
+// without this each of those writes would reach the mesh.
+func (e *external) holdEvidence(cr *v1alpha1.NodeInventory, observed []v1alpha1.ObservedNode, foreign []v1alpha1.ForeignPeer, nodesIncomplete, foreignIncomplete string, peers []*kilov1alpha1.Peer, peersKnown bool, now time.Time) bool {
+	at := &cr.Status.AtProvider
+	if e.evidenceInterval <= 0 || at.ObservedAt == nil || at.NodeCount != len(observed) ||
+		!equality.Semantic.DeepEqual(at.ForeignPeers, foreign) ||
+		at.NodesIncomplete != nodesIncomplete || at.ForeignPeersIncomplete != foreignIncomplete {
+		return false
+	}
+	// A last write in the future (a clock that moved back) holds nothing
+	// back: the write that follows puts observedAt at now.
+	due := at.ObservedAt.Add(e.evidenceInterval)
+	if at.ObservedAt.After(now) || !now.Before(due) || !inventory.EvidenceOnly(at.Nodes, observed, peers, peersKnown) {
+		return false
+	}
+	if e.wakeAfter != nil {
+		e.wakeAfter(due.Sub(now))
+	}
+	return true
 }
 
 // keepStaleSince keeps the moment a node turned stale for as long as it

@@ -347,3 +347,99 @@ func TestObserve(t *testing.T) {
 		})
 	}
 }
+
+// TestObserveHoldsEvidence follows an inventory through discovered
+// endpoints that decide no Peer: held back, with a wake-up when the
+// evidence interval since the last write ends, and published then.
+func TestObserveHoldsEvidence(t *testing.T) {
+	const key = "QUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUE="
+	written := time.Date(2026, 11, 22, 2, 0, 0, 0, time.UTC)
+	owned := map[string]string{"kilomesh.io/mesh": "m"}
+	peer := &kilov1alpha1.Peer{}
+	peer.Name, peer.Labels = "segment", owned
+	peer.Spec.PublicKey = key
+	peer.Spec.Endpoint = &kilov1alpha1.PeerEndpoint{DNSOrIP: kilov1alpha1.DNSOrIP{IP: "192.0.2.1"}, Port: 51820}
+	handshake := `{"` + key + `":{"IP":"192.0.2.1","Port":51820,"Zone":""}}`
+	// The node's heartbeat is far ahead: no stale wake-up.
+	n := nodefixture.New("a").With(kilov1alpha1.AnnotationKey, "k").
+		With(kilov1alpha1.AnnotationLastSeen, strconv.FormatInt(written.Add(time.Hour).Unix(), 10)).
+		With(kilov1alpha1.AnnotationDiscoveredEndpoints, handshake).Object()
+	before := []v1alpha1.ObservedNode{{Name: "a", Kilo: &v1alpha1.KiloAnnotations{Key: "k", DiscoveredEndpoints: "{}"}}}
+	after := []v1alpha1.ObservedNode{{Name: "a", Kilo: &v1alpha1.KiloAnnotations{Key: "k", DiscoveredEndpoints: handshake}}}
+	cases := map[string]struct {
+		reason   string
+		now      time.Time
+		interval time.Duration
+		peer     *kilov1alpha1.Peer
+		want     []v1alpha1.ObservedNode
+		wake     time.Duration
+	}{
+		"Held": {
+			reason:   "Evidence within the interval since the last write is held back until the interval ends.",
+			now:      written.Add(10 * time.Second),
+			interval: 30 * time.Second,
+			peer:     peer,
+			want:     before,
+			wake:     20 * time.Second,
+		},
+		"Due": {
+			reason:   "Evidence once the interval has passed is published.",
+			now:      written.Add(30 * time.Second),
+			interval: 30 * time.Second,
+			peer:     peer,
+			want:     after,
+		},
+		"WrittenInTheFuture": {
+			reason:   "A last write after now (a clock that moved back) holds nothing back.",
+			now:      written.Add(-time.Hour),
+			interval: 30 * time.Second,
+			peer:     peer,
+			want:     after,
+		},
+		"NoInterval": {
+			reason: "Without an evidence interval evidence is published at once.",
+			now:    written.Add(time.Second),
+			peer:   peer,
+			want:   after,
+		},
+		"DecidesAPeer": {
+			reason:   "An endpoint that differs from its Peer's is published at once.",
+			now:      written.Add(time.Second),
+			interval: 30 * time.Second,
+			peer: &kilov1alpha1.Peer{ObjectMeta: metav1.ObjectMeta{Name: "segment", Labels: owned}, Spec: kilov1alpha1.PeerSpec{PublicKey: key,
+				Endpoint: &kilov1alpha1.PeerEndpoint{DNSOrIP: kilov1alpha1.DNSOrIP{IP: "198.51.100.1"}, Port: 51820}}},
+			want: after,
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			at := metav1.NewTime(written)
+			cr := &v1alpha1.NodeInventory{}
+			cr.Spec.ForProvider.OwnedPeerLabels = owned
+			cr.Status.AtProvider = v1alpha1.NodeInventoryObservation{ObservedAt: &at, NodeCount: 1, Nodes: before}
+			cr.SetConditions(xpv2.Condition{Type: xpv2.TypeSynced, Status: corev1.ConditionTrue})
+			var wake time.Duration
+			e := &external{
+				cluster:  &fakeCluster{nodes: []*corev1.Node{n}, peers: []*kilov1alpha1.Peer{tc.peer}},
+				now:      func() time.Time { return tc.now },
+				maxBytes: MaxStatusBytes,
+				// Only the evidence wake-up: the stale one is an hour away.
+				wakeAfter: func(d time.Duration) {
+					if d < time.Hour {
+						wake = d
+					}
+				},
+				evidenceInterval: tc.interval,
+			}
+			if _, err := e.Observe(context.Background(), cr); err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.want, cr.Status.AtProvider.Nodes, cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("\n%s\nObserve(...): -want nodes, +got nodes:\n%s", tc.reason, diff)
+			}
+			if wake != tc.wake {
+				t.Errorf("\n%s\nObserve(...): wakes the inventory again after %s, want %s", tc.reason, wake, tc.wake)
+			}
+		})
+	}
+}

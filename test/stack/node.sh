@@ -174,13 +174,14 @@ cmd_up() {
   ip -n "$NODE_NETNS" link set eth0 up
   ip -n "$NODE_NETNS" link set lo up
   # A default route, as every real machine has (Kilo's agent refuses to
-  # start without one: "failed to find default route"), into a dummy link
-  # without an address: a packet for an address the node does not know goes
-  # nowhere, never out of the stack, and the agent, finding no address on the
-  # default route's link, takes the node's own (eth0's). The service CIDR
-  # needs a route for kube-proxy's DNAT to apply to the node's own
-  # connections.
-  ip -n "$NODE_NETNS" link add nowhere type dummy
+  # start without one: "failed to find default route"), into a TUN link
+  # that no process reads and that has no address (a dummy link would do,
+  # but machines without the dummy module exist): a packet for an address
+  # the node does not know is dropped, never leaves the stack, and the
+  # agent, finding no address on the default route's link, takes the
+  # node's own (eth0's). The service CIDR needs a route for kube-proxy's
+  # DNAT to apply to the node's own connections.
+  ip -n "$NODE_NETNS" tuntap add dev nowhere mode tun
   ip -n "$NODE_NETNS" link set nowhere up
   ip -n "$NODE_NETNS" route add default dev nowhere
   ip -n "$NODE_NETNS" route add "$SVC_CIDR" dev eth0

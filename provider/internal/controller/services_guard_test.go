@@ -34,6 +34,7 @@ import (
 	xpv2 "github.com/crossplane/crossplane/apis/v2/core/v2"
 
 	"github.com/kilomesh/kilomesh/apis/kube/v1alpha1"
+	meshv1alpha1 "github.com/kilomesh/kilomesh/apis/mesh/v1alpha1"
 	"github.com/kilomesh/kilomesh/provider/internal/clients"
 	"github.com/kilomesh/kilomesh/provider/internal/controller/servicesync"
 )
@@ -222,7 +223,7 @@ func TestServiceSyncSharedExport(t *testing.T) {
 	if err := a.c.Get(ctx, client.ObjectKey{Namespace: "shop", Name: "mine"}, x); err != nil {
 		t.Fatal(err)
 	}
-	x.Labels = map[string]string{servicesync.LabelMesh: "m2"}
+	x.Labels = map[string]string{meshv1alpha1.LabelMesh: "m2"}
 	if err := a.c.Update(ctx, x); err != nil {
 		t.Fatal(err)
 	}

@@ -37,6 +37,7 @@ import (
 	"github.com/crossplane/crossplane-runtime/v2/pkg/errors"
 
 	kubev1alpha1 "github.com/kilomesh/kilomesh/apis/kube/v1alpha1"
+	meshv1alpha1 "github.com/kilomesh/kilomesh/apis/mesh/v1alpha1"
 	"github.com/kilomesh/kilomesh/internal/safetext"
 )
 
@@ -121,8 +122,8 @@ var keptLabels = []string{
 	mcsv1beta1.LabelServiceName,
 	mcsv1beta1.LabelSourceCluster,
 	"app.kubernetes.io/managed-by",
-	"kilomesh.io/mesh-namespace",
-	"kilomesh.io/mesh",
+	meshv1alpha1.LabelMeshNamespace,
+	meshv1alpha1.LabelMesh,
 }
 
 func addServiceKinds(s *runtime.Scheme) {

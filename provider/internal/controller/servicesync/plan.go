@@ -33,6 +33,7 @@ import (
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 
 	"github.com/kilomesh/kilomesh/apis/kube/v1alpha1"
+	meshv1alpha1 "github.com/kilomesh/kilomesh/apis/mesh/v1alpha1"
 	"github.com/kilomesh/kilomesh/internal/safetext"
 	"github.com/kilomesh/kilomesh/provider/internal/remote"
 )
@@ -840,22 +841,16 @@ func exportStatus(c *candidate) (ExportStatus, bool) {
 	return ExportStatus{Namespace: c.export.Namespace, Name: c.export.Name, Conditions: want}, changed
 }
 
-// Labels of a ServiceExport that name the one mesh that reads it.
-const (
-	LabelMesh          = "kilomesh.io/mesh"
-	LabelMeshNamespace = "kilomesh.io/mesh-namespace"
-)
-
 // readsExport tells whether the mesh (its namespace and name) reads an
 // export: every mesh that shares its namespace reads one without the
 // label kilomesh.io/mesh; one with it is read by the mesh it names only
 // (of the namespace kilomesh.io/mesh-namespace names, if it does).
 func readsExport(owner [2]string, x *mcsv1beta1.ServiceExport) bool {
-	m, ok := x.Labels[LabelMesh]
+	m, ok := x.Labels[meshv1alpha1.LabelMesh]
 	if !ok {
 		return true
 	}
-	ns, ok := x.Labels[LabelMeshNamespace]
+	ns, ok := x.Labels[meshv1alpha1.LabelMeshNamespace]
 	return m == owner[1] && (!ok || ns == owner[0])
 }
 
@@ -878,7 +873,7 @@ func StatusManager(owner [2]string) string {
 // releases them when it stops reading the export. The field manager of
 // kilomesh before there was one per mesh is no mesh's.
 func writesConditions(manager string, x *mcsv1beta1.ServiceExport) bool {
-	if _, ok := x.Labels[LabelMesh]; ok {
+	if _, ok := x.Labels[meshv1alpha1.LabelMesh]; ok {
 		return true
 	}
 	held, smallest := false, true
@@ -900,11 +895,14 @@ func writesConditions(manager string, x *mcsv1beta1.ServiceExport) bool {
 }
 
 // validEndpointPort tells whether an EndpointSlice may carry the port: a
-// hostile member's API server may send any.
+// hostile member's API server may send any. It is checked as a Service's
+// port (invalidPort); a slice port without a number stands for every port,
+// and one without a protocol is TCP.
 func validEndpointPort(pt discoveryv1.EndpointPort) bool {
-	n := ptr.Deref(pt.Name, "")
-	return (n == "" || len(validation.IsDNS1123Label(n)) == 0) &&
-		(pt.Port == nil || len(validation.IsValidPortNum(int(*pt.Port))) == 0) &&
-		(pt.Protocol == nil || knownProtocol(*pt.Protocol)) &&
-		(pt.AppProtocol == nil || len(validation.IsQualifiedName(*pt.AppProtocol)) == 0)
+	return invalidPort(mcsv1beta1.ServicePort{
+		Name:        ptr.Deref(pt.Name, ""),
+		Port:        ptr.Deref(pt.Port, 1),
+		Protocol:    ptr.Deref(pt.Protocol, ""),
+		AppProtocol: pt.AppProtocol,
+	}) == ""
 }

@@ -31,6 +31,7 @@ import (
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 
 	"github.com/kilomesh/kilomesh/apis/kube/v1alpha1"
+	meshv1alpha1 "github.com/kilomesh/kilomesh/apis/mesh/v1alpha1"
 	"github.com/kilomesh/kilomesh/provider/internal/remote"
 )
 
@@ -173,17 +174,17 @@ func TestPlanExportConditionsPerMesh(t *testing.T) {
 		},
 		"LabelledForThisMesh": {
 			reason:   "An export that names this mesh is its own, whoever wrote before.",
-			labels:   map[string]string{LabelMesh: "m", LabelMeshNamespace: "team"},
+			labels:   map[string]string{meshv1alpha1.LabelMesh: "m", meshv1alpha1.LabelMeshNamespace: "team"},
 			managers: held("kilomesh-services/a-tenant/n"),
 			read:     true, writes: true,
 		},
 		"LabelledForAnotherMesh": {
 			reason: "An export that names another mesh is neither exported nor written by this one.",
-			labels: map[string]string{LabelMesh: "n"},
+			labels: map[string]string{meshv1alpha1.LabelMesh: "n"},
 		},
 		"LabelledForTheSameNameInAnotherNamespace": {
 			reason: "The mesh's namespace counts when the export names one.",
-			labels: map[string]string{LabelMesh: "m", LabelMeshNamespace: "other"},
+			labels: map[string]string{meshv1alpha1.LabelMesh: "m", meshv1alpha1.LabelMeshNamespace: "other"},
 		},
 	}
 	for name, tc := range cases {

@@ -54,6 +54,7 @@ import (
 	"github.com/crossplane/crossplane-runtime/v2/pkg/resource"
 
 	"github.com/kilomesh/kilomesh/apis/kube/v1alpha1"
+	meshv1alpha1 "github.com/kilomesh/kilomesh/apis/mesh/v1alpha1"
 	"github.com/kilomesh/kilomesh/internal/safetext"
 	"github.com/kilomesh/kilomesh/provider/internal/clients"
 	"github.com/kilomesh/kilomesh/provider/internal/ownership"
@@ -139,10 +140,16 @@ func sourceRefs(cr *v1alpha1.ServiceSync) []clients.ConfigRef {
 }
 
 func sourceRef(cr *v1alpha1.ServiceSync, s v1alpha1.ServiceSource) (clients.ConfigRef, error) {
+	return clients.RefOf(asSource(cr, s))
+}
+
+// asSource is a copy of the ServiceSync that names the source's config as
+// its own, as the resolver and the usage tracker read a config.
+func asSource(cr *v1alpha1.ServiceSync, s v1alpha1.ServiceSource) *v1alpha1.ServiceSync {
 	src := cr.DeepCopy()
 	ref := s.ProviderConfigRef
 	src.SetProviderConfigReference(&ref)
-	return clients.RefOf(src)
+	return src
 }
 
 // checkSource refuses a source whose credentials the member's own config
@@ -187,10 +194,7 @@ func (c *connector) Connect(ctx context.Context, cr *v1alpha1.ServiceSync) (mana
 	srcDeps := make([]clients.Source, 0, 2*len(cr.Spec.ForProvider.Sources))
 	var refused error
 	for i, s := range cr.Spec.ForProvider.Sources {
-		src := cr.DeepCopy()
-		ref := s.ProviderConfigRef
-		src.SetProviderConfigReference(&ref)
-		sc, sdeps, serr := c.resolver.Resolve(ctx, src)
+		sc, sdeps, serr := c.resolver.Resolve(ctx, asSource(cr, s))
 		srcDeps = append(srcDeps, sdeps...)
 		if serr == nil {
 			if rerr := checkSource(cr, i, sc); rerr != nil {
@@ -288,7 +292,7 @@ func (e *external) observe(ctx context.Context, cr *v1alpha1.ServiceSync) (manag
 		return managed.ExternalObservation{}, err
 	}
 	e.selector = selector
-	e.manager = StatusManager([2]string{cr.GetNamespace(), selector["kilomesh.io/mesh"]})
+	e.manager = StatusManager([2]string{cr.GetNamespace(), selector[meshv1alpha1.LabelMesh]})
 	spec := field.NewPath("spec", "forProvider")
 	localNets, err := parseNetworks(spec.Child("networks"), p.Networks)
 	if err != nil {
@@ -312,7 +316,7 @@ func (e *external) observe(ctx context.Context, cr *v1alpha1.ServiceSync) (manag
 	now := e.c.now()
 	in := Input{
 		Selector:   selector,
-		Owner:      [2]string{cr.GetNamespace(), selector["kilomesh.io/mesh"]},
+		Owner:      [2]string{cr.GetNamespace(), selector[meshv1alpha1.LabelMesh]},
 		Manager:    e.manager,
 		Namespaces: p.Namespaces,
 		Family:     p.Family,
@@ -836,18 +840,19 @@ func (e *external) writeExportStatus(ctx context.Context, st ExportStatus) error
 			"observedGeneration": c.ObservedGeneration, "lastTransitionTime": c.LastTransitionTime.UTC().Format(time.RFC3339),
 		})
 	}
-	u := &unstructured.Unstructured{Object: map[string]any{"status": map[string]any{"conditions": conds}}}
-	u.SetAPIVersion(mcsv1beta1.SchemeGroupVersion.String())
-	u.SetKind("ServiceExport")
-	u.SetNamespace(st.Namespace)
-	u.SetName(st.Name)
-	return e.kube.Status().Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(e.manager), client.ForceOwnership)
+	return e.applyExportStatus(ctx, st, map[string]any{"status": map[string]any{"conditions": conds}})
 }
 
 // releaseExportStatus applies nothing to the status of an export with
 // the mesh's field manager: the conditions it held are removed.
 func (e *external) releaseExportStatus(ctx context.Context, st ExportStatus) error {
-	u := &unstructured.Unstructured{Object: map[string]any{}}
+	return e.applyExportStatus(ctx, st, map[string]any{})
+}
+
+// applyExportStatus applies the object's status to the export with the
+// mesh's field manager.
+func (e *external) applyExportStatus(ctx context.Context, st ExportStatus, object map[string]any) error {
+	u := &unstructured.Unstructured{Object: object}
 	u.SetAPIVersion(mcsv1beta1.SchemeGroupVersion.String())
 	u.SetKind("ServiceExport")
 	u.SetNamespace(st.Namespace)

@@ -280,6 +280,19 @@ type discoveredEndpoint struct {
 	Zone string `json:"Zone"`
 }
 
+// FormatDiscoveredEndpoints writes endpoints by public key as Kilo's agent
+// writes kilo.squat.ai/discovered-endpoints: a JSON object of Go's
+// net.UDPAddr ({"IP", "Port", "Zone"}) by key, "{}" when there is none.
+// ParseDiscoveredEndpoints reads it back.
+func FormatDiscoveredEndpoints(endpoints map[string]netip.AddrPort) string {
+	out := make(map[string]discoveredEndpoint, len(endpoints))
+	for k, e := range endpoints {
+		out[k] = discoveredEndpoint{IP: e.Addr().Unmap().String(), Port: int(e.Port())}
+	}
+	b, _ := json.Marshal(out) //nolint:errchkjson // Strings and numbers only.
+	return string(b)
+}
+
 // ParseDiscoveredEndpoints parses kilo.squat.ai/discovered-endpoints and
 // keeps the entries that can be dialled from elsewhere: a valid key, an IP
 // that is neither loopback, link-local nor unspecified, and a port 1-65535.

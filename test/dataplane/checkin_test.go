@@ -34,9 +34,7 @@ func TestCheckInPatch(t *testing.T) {
 	if len(a) != 1 || a[kilov1alpha1.AnnotationLastSeen] != "1700000000" {
 		t.Errorf("a node whose agent never applied: want only the heartbeat, got %v", a)
 	}
-	if err := h.learned("c", "n", map[string]netip.AddrPort{}); err != nil {
-		t.Fatal(err)
-	}
+	h.learned("c", "n", map[string]netip.AddrPort{})
 	if got := annotations(h.checkInPatch("c", "n", now, true))[kilov1alpha1.AnnotationDiscoveredEndpoints]; got != "{}" {
 		t.Errorf("before any handshake: want {}, got %q", got)
 	}
@@ -45,9 +43,7 @@ func TestCheckInPatch(t *testing.T) {
 		keyA: netip.MustParseAddrPort("192.0.2.1:51820"),
 		keyB: netip.MustParseAddrPort("[2001:db8::2]:40000"),
 	}
-	if err := h.learned("c", "n", learned); err != nil {
-		t.Fatal(err)
-	}
+	h.learned("c", "n", learned)
 	a = annotations(h.checkInPatch("c", "n", now, true))
 	want := `{"` + keyA + `":{"IP":"192.0.2.1","Port":51820,"Zone":""},"` + keyB + `":{"IP":"2001:db8::2","Port":40000,"Zone":""}}`
 	if keyB < keyA {

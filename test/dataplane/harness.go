@@ -25,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kilov1alpha1 "github.com/kilomesh/kilomesh/apis/kilo/v1alpha1"
+	"github.com/kilomesh/kilomesh/fn/mesh"
 )
 
 // A Config configures a Harness.
@@ -428,9 +429,7 @@ func (mb *member) agent(ctx context.Context, m *machine, view map[string]*Node, 
 		dev = d
 	}
 	nodes[m.node].DiscoveredEndpoints = discoverNATEndpoints(nodes, ps, dev)
-	if err := mb.h.learned(mb.Name, m.node, nodes[m.node].DiscoveredEndpoints); err != nil {
-		return err
-	}
+	mb.h.learned(mb.Name, m.node, nodes[m.node].DiscoveredEndpoints)
 	granularity := local.Granularity
 	if granularity == "" {
 		granularity = defaultGranularity
@@ -608,24 +607,11 @@ func (h *Harness) Resume(cluster, node string) {
 // net.UDPAddr by public key; "{}" before the first handshake), for its next
 // check-in: Kilo's applyTopology puts it on its local node, and only its
 // checkIn writes it.
-func (h *Harness) learned(cluster, node string, endpoints map[string]netip.AddrPort) error {
-	type udpAddr struct {
-		IP   string
-		Port int
-		Zone string
-	}
-	out := make(map[string]udpAddr, len(endpoints))
-	for k, e := range endpoints {
-		out[k] = udpAddr{IP: e.Addr().Unmap().String(), Port: int(e.Port())}
-	}
-	b, err := json.Marshal(out)
-	if err != nil {
-		return err
-	}
+func (h *Harness) learned(cluster, node string, endpoints map[string]netip.AddrPort) {
+	d := mesh.FormatDiscoveredEndpoints(endpoints)
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.discovered[cluster+"/"+node] = string(b)
-	return nil
+	h.discovered[cluster+"/"+node] = d
 }
 
 // forget drops what the agent of a removed node learned.

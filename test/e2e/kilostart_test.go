@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/netip"
 	"sort"
 	"strconv"
 	"sync"
@@ -17,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kilov1alpha1 "github.com/kilomesh/kilomesh/apis/kilo/v1alpha1"
+	"github.com/kilomesh/kilomesh/fn/mesh"
 	"github.com/kilomesh/kilomesh/test/stack"
 	"github.com/kilomesh/kilomesh/test/stack/fixture"
 )
@@ -134,21 +136,17 @@ func handshakes(ctx context.Context, cl client.Client, ref meshRef) (string, err
 	if err := cl.List(ctx, ps); err != nil {
 		return "", err
 	}
-	type udpAddr struct {
-		IP   string
-		Port int
-		Zone string
-	}
-	out := map[string]udpAddr{}
+	out := map[string]netip.AddrPort{}
 	for i := range ps.Items {
 		p := &ps.Items[i]
-		if !stack.Owned(p, ref.ns, ref.name) || p.Spec.Endpoint == nil || p.Spec.Endpoint.DNSOrIP.IP == "" {
+		if !stack.Owned(p, ref.ns, ref.name) || p.Spec.Endpoint == nil {
 			continue
 		}
-		out[p.Spec.PublicKey] = udpAddr{IP: p.Spec.Endpoint.DNSOrIP.IP, Port: int(p.Spec.Endpoint.Port)}
+		if a, err := netip.ParseAddr(p.Spec.Endpoint.DNSOrIP.IP); err == nil {
+			out[p.Spec.PublicKey] = netip.AddrPortFrom(a, uint16(p.Spec.Endpoint.Port))
+		}
 	}
-	b, err := json.Marshal(out)
-	return string(b), err
+	return mesh.FormatDiscoveredEndpoints(out), nil
 }
 
 // testKiloStart starts nodes in members of the mesh as Kilo's agent starts

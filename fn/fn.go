@@ -169,34 +169,3 @@ func (f *Function) run(req *fnv1.RunFunctionRequest) (*fnv1.RunFunctionResponse,
 	log.Debug("Planned the mesh", "peers", plan.Status.PeerCount, "skipped", plan.Status.SkippedNodeCount)
 	return rsp, resultPlanned, n
 }
-
-// settling tells whether composed resources are still becoming ready, none of
-// them failing: Crossplane should then call again soon. Its watch circuit
-// breaker may drop the events of a mesh that composes many resources at once,
-// and the response TTL is what brings the mesh to Ready then.
-func settling(rsp *fnv1.RunFunctionResponse, o *observed) bool {
-	waiting := false
-	for _, r := range rsp.GetDesired().GetResources() {
-		if r.GetReady() != fnv1.Ready_READY_TRUE {
-			waiting = true
-			break
-		}
-	}
-	if !waiting {
-		return false
-	}
-	for _, r := range o.resources {
-		if c, ok := condition(r.GetResource(), "Synced"); ok && c.status == "False" {
-			return false
-		}
-	}
-	return true
-}
-
-// tooLarge is the answer when the mesh does not fit in a response: a fatal
-// result, which leaves every composed resource as it is.
-func tooLarge(req *fnv1.RunFunctionRequest, ttl time.Duration, n int, hint string) *fnv1.RunFunctionResponse {
-	rsp := response.To(req, ttl)
-	response.Fatal(rsp, errors.Errorf(errFmtTooLarge, n>>10, maxResponseBytes>>10, hint))
-	return rsp
-}

@@ -96,13 +96,13 @@ func composedPeers(o *observed) []composedPeer {
 // must not remove the member's Peers everywhere until it is observed again.
 // A member never composed before has none to keep. The kept Peers count in
 // the status.
-// The kept Peers are added to the plan's Peers of their target.
-func keepUnobserved(x *xrMesh, o *observed, plan *mesh.Plan) {
+// The kept Peers are added to the plan's Peers of their target, with the
+// labels owned that mark the mesh's Peers.
+func keepUnobserved(x *xrMesh, o *observed, plan *mesh.Plan, owned map[string]string) {
 	members := map[string]int{}
 	for i, c := range x.Spec.Clusters {
 		members[c.Name] = i
 	}
-	owned := mesh.OwnedLabels(x.Namespace, x.Name)
 	kept := map[string]bool{}
 	for _, p := range o.composed {
 		_, source := members[p.source]

@@ -38,15 +38,16 @@ func compose(rsp *fnv1.RunFunctionResponse, x *xrMesh, o *observed, plan *mesh.P
 	if maxPeerSet == 0 {
 		maxPeerSet = maxPeerSetBytes
 	}
+	owned := mesh.OwnedLabels(x.Namespace, x.Name)
 	cp := &composition{
 		x:          x,
 		o:          o,
 		desired:    map[string]*fnv1.Resource{},
 		conv:       newConverter(),
-		owned:      stringMap(mesh.OwnedLabels(x.Namespace, x.Name)),
+		owned:      stringMap(owned),
 		maxPeerSet: maxPeerSet,
 	}
-	keepUnobserved(x, o, plan)
+	keepUnobserved(x, o, plan, owned)
 	d := delivererOf(x)
 	handOver(cp, x, d)
 	if _, ok := d.(peerSetDelivery); ok && useShared(o, plan.PeerRefs, threshold) {
@@ -66,7 +67,7 @@ func compose(rsp *fnv1.RunFunctionResponse, x *xrMesh, o *observed, plan *mesh.P
 			}
 			params["nodeSelector"] = sel
 		}
-		cp.put(prefixInventory+c.Name, &structpb.Struct{Fields: map[string]*structpb.Value{
+		inventory := &structpb.Struct{Fields: map[string]*structpb.Value{
 			"apiVersion": str(kubev1alpha1.GroupVersion.String()),
 			"kind":       str(kubev1alpha1.NodeInventoryKind),
 			"metadata": object(map[string]*structpb.Value{
@@ -77,7 +78,8 @@ func compose(rsp *fnv1.RunFunctionResponse, x *xrMesh, o *observed, plan *mesh.P
 				"providerConfigRef": providerConfigRef(c.ProviderConfigRef),
 				"forProvider":       object(params),
 			}),
-		}})
+		}}
+		cp.put(prefixInventory+c.Name, inventory)
 		if err := d.compose(cp, c, plan.PeerRefs[c.Name]); err != nil {
 			return nil, err
 		}

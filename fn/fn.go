@@ -109,7 +109,7 @@ func (f *Function) run(req *fnv1.RunFunctionRequest) (*fnv1.RunFunctionResponse,
 		Spec:         xr.Spec,
 		Observations: obs.inventories,
 		Others:       others,
-		Delivered:    delivered(obs.composed),
+		Delivered:    obs.delivered,
 		PeerRefs:     true,
 	})
 	var invalid *mesh.InvalidSpecError
@@ -142,6 +142,7 @@ func (f *Function) run(req *fnv1.RunFunctionRequest) (*fnv1.RunFunctionResponse,
 	for member, msg := range plan.Withheld {
 		addProblem(problems, member, msg)
 	}
+	settle := settling(rsp, obs)
 	if err := writeStatus(rsp, plan, problems); err != nil {
 		response.Fatal(rsp, errors.Wrap(err, errStatus))
 		return rsp, resultError, 0
@@ -158,7 +159,7 @@ func (f *Function) run(req *fnv1.RunFunctionRequest) (*fnv1.RunFunctionResponse,
 		}
 		return tooLarge(req, ttl, n, hint), resultTooLarge, n
 	}
-	if settling(rsp, obs) && ttl > settleTTL {
+	if settle && ttl > settleTTL {
 		rsp.Meta.Ttl = durationpb.New(settleTTL)
 	}
 	if wait := holdFirstDelivery(xr, obs, now()); wait > 0 {

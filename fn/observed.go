@@ -110,13 +110,16 @@ func shareAbove(x *xrMesh, fnDefault int) (int, error) {
 type observed struct {
 	inventories map[string]*mesh.Observation
 	resources   map[string]*fnv1.Resource
-	// composed are the Peers the composed resources hold.
-	composed []composedPeer
+	// composed are the Peers the composed resources hold, delivered what
+	// the planner needs to know of them.
+	composed  []composedPeer
+	delivered map[string]map[string]mesh.DeliveredPeer
 }
 
 func readObserved(req *fnv1.RunFunctionRequest, x *xrMesh) (*observed, error) {
 	o := &observed{inventories: map[string]*mesh.Observation{}, resources: req.GetObserved().GetResources()}
 	o.composed = composedPeers(o)
+	o.delivered = delivered(o.composed)
 	for _, c := range x.Spec.Clusters {
 		r, ok := o.resources[prefixInventory+c.Name]
 		if !ok {

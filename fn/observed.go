@@ -360,6 +360,9 @@ func decodeTime(into **metav1.Time, v *structpb.Value) bool {
 	return true
 }
 
+// The readers of the protobuf Struct, for every step that reads the
+// request.
+
 // get walks nested objects of a resource: get(s, "spec", "forProvider",
 // "manifest"). A missing field is nil, whose getters return zero values.
 func get(s *structpb.Struct, path ...string) *structpb.Value {
@@ -429,6 +432,9 @@ const maxDeliveryMessage = 300
 func cut(s string) string {
 	return safetext.Message(s, maxDeliveryMessage)
 }
+
+// What the later steps ask of the observed resources, in the order they
+// ask: freezing, composing, then the status.
 
 // intent is the part of an observed resource that its composer declares:
 // identity, labels, annotations and spec; never status or server fields.

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"slices"
 	"sort"
-	"strings"
 
 	"google.golang.org/protobuf/types/known/structpb"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -13,16 +12,7 @@ import (
 	kubev1alpha1 "github.com/kilomesh/kilomesh/apis/kube/v1alpha1"
 	meshv1alpha1 "github.com/kilomesh/kilomesh/apis/mesh/v1alpha1"
 	"github.com/kilomesh/kilomesh/fn/mesh"
-	"github.com/kilomesh/kilomesh/internal/safetext"
 )
-
-// maxDeliveryMessage is how much of a provider's error a member's status
-// quotes.
-const maxDeliveryMessage = 300
-
-// maxMemberMessage is how long a member's status message grows, its
-// observation and delivery problems together.
-const maxMemberMessage = 1024
 
 // A deliverer writes the Peers of a mesh into its members in one way: one
 // provider-kubernetes Object per Peer, or one provider-kilomesh PeerSet per
@@ -46,6 +36,20 @@ type deliverer interface {
 // delivery, but reading both costs nothing and keeps a mesh whole whatever
 // it composed before.
 var deliverers = []deliverer{objectDelivery{}, peerSetDelivery{}}
+
+type deliveryMode string
+
+const (
+	deliveryObjects = deliveryMode(meshv1alpha1.DeliveryObjects)
+	deliveryPeerSet = deliveryMode(meshv1alpha1.DeliveryPeerSet)
+)
+
+func (x *xrMesh) delivery() deliveryMode {
+	if x.Spec.Delivery == "" {
+		return deliveryPeerSet
+	}
+	return deliveryMode(x.Spec.Delivery)
+}
 
 func delivererOf(x *xrMesh) deliverer {
 	if x.delivery() == deliveryPeerSet {
@@ -86,32 +90,19 @@ func composedPeers(o *observed) []composedPeer {
 	return out
 }
 
-// delivered is what the planner needs to know of the composed Peers: by
-// target, their keys and routes.
-func delivered(peers []composedPeer) map[string]map[string]mesh.DeliveredPeer {
-	out := map[string]map[string]mesh.DeliveredPeer{}
-	for _, p := range peers {
-		if out[p.target] == nil {
-			out[p.target] = map[string]mesh.DeliveredPeer{}
-		}
-		out[p.target][p.name] = mesh.DeliveredPeer{PublicKey: p.spec.PublicKey, AllowedIPs: p.spec.AllowedIPs}
-	}
-	return out
-}
-
 // keepUnobserved picks, among the Peers already composed, those of members
 // that have no observation now, by target. A member's inventory can lose its
 // status (deleted and composed anew, or its provider's state lost): that
 // must not remove the member's Peers everywhere until it is observed again.
 // A member never composed before has none to keep. The kept Peers count in
 // the status.
-// The kept Peers are added to the plan's Peers of their target.
-func keepUnobserved(x *xrMesh, o *observed, plan *mesh.Plan) {
+// The kept Peers are added to the plan's Peers of their target, with the
+// labels owned that mark the mesh's Peers.
+func keepUnobserved(x *xrMesh, o *observed, plan *mesh.Plan, owned map[string]string) {
 	members := map[string]int{}
 	for i, c := range x.Spec.Clusters {
 		members[c.Name] = i
 	}
-	owned := mesh.OwnedLabels(x.Namespace, x.Name)
 	kept := map[string]bool{}
 	for _, p := range o.composed {
 		_, source := members[p.source]
@@ -225,67 +216,6 @@ func observeOnly(s *structpb.Struct) bool {
 		got = append(got, v.GetStringValue())
 	}
 	return slices.Equal(got, orphanPolicies)
-}
-
-// deliveryProblems reads, from the observed Objects and PeerSets, which
-// members the mesh's Peers cannot be written into, and why: a member without
-// Kilo's Peer CRD, credentials without the right to write Peers, a Peer in
-// the way. The answer is by member.
-func deliveryProblems(x *xrMesh, o *observed) map[string]string {
-	members := map[string]bool{}
-	for _, c := range x.Spec.Clusters {
-		members[c.Name] = true
-	}
-	out := map[string]string{}
-	for _, d := range deliverers {
-		d.problems(o, members, out)
-	}
-	for _, c := range x.Spec.Clusters {
-		if msg, ok := credentialsRefused(o.resources[prefixInventory+c.Name]); ok {
-			addProblem(out, c.Name, "nothing is written into it while provider-kilomesh refuses its credentials: "+cut(msg))
-		}
-	}
-	return out
-}
-
-// sortedNames lists the names of the observed resources with a prefix, in
-// order.
-func sortedNames(o *observed, prefix string) []string {
-	var names []string
-	for name := range o.resources {
-		if strings.HasPrefix(name, prefix) {
-			names = append(names, name)
-		}
-	}
-	sort.Strings(names)
-	return names
-}
-
-func cut(s string) string {
-	return safetext.Message(s, maxDeliveryMessage)
-}
-
-// addProblem adds a problem of a member to those already found.
-func addProblem(problems map[string]string, member, msg string) {
-	if prev, ok := problems[member]; ok {
-		msg = prev + "; " + msg
-	}
-	problems[member] = cut(msg)
-}
-
-// reportDelivery adds the delivery problems to the members' status.
-func reportDelivery(plan *mesh.Plan, problems map[string]string) {
-	for i := range plan.Status.Clusters {
-		c := &plan.Status.Clusters[i]
-		p, ok := problems[c.Name]
-		if !ok {
-			continue
-		}
-		if c.Message != "" {
-			c.Message += "; "
-		}
-		c.Message = safetext.Message(c.Message+p, maxMemberMessage)
-	}
 }
 
 // peerSpecOf reads a Peer's spec from its protobuf form.

@@ -1,9 +1,6 @@
 package main
 
 import (
-	"sort"
-
-	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/crossplane/function-sdk-go/errors"
@@ -41,15 +38,16 @@ func compose(rsp *fnv1.RunFunctionResponse, x *xrMesh, o *observed, plan *mesh.P
 	if maxPeerSet == 0 {
 		maxPeerSet = maxPeerSetBytes
 	}
+	owned := mesh.OwnedLabels(x.Namespace, x.Name)
 	cp := &composition{
 		x:          x,
 		o:          o,
 		desired:    map[string]*fnv1.Resource{},
 		conv:       newConverter(),
-		owned:      stringMap(mesh.OwnedLabels(x.Namespace, x.Name)),
+		owned:      stringMap(owned),
 		maxPeerSet: maxPeerSet,
 	}
-	keepUnobserved(x, o, plan)
+	keepUnobserved(x, o, plan, owned)
 	d := delivererOf(x)
 	handOver(cp, x, d)
 	if _, ok := d.(peerSetDelivery); ok && useShared(o, plan.PeerRefs, threshold) {
@@ -69,7 +67,7 @@ func compose(rsp *fnv1.RunFunctionResponse, x *xrMesh, o *observed, plan *mesh.P
 			}
 			params["nodeSelector"] = sel
 		}
-		cp.put(prefixInventory+c.Name, &structpb.Struct{Fields: map[string]*structpb.Value{
+		inventory := &structpb.Struct{Fields: map[string]*structpb.Value{
 			"apiVersion": str(kubev1alpha1.GroupVersion.String()),
 			"kind":       str(kubev1alpha1.NodeInventoryKind),
 			"metadata": object(map[string]*structpb.Value{
@@ -80,7 +78,8 @@ func compose(rsp *fnv1.RunFunctionResponse, x *xrMesh, o *observed, plan *mesh.P
 				"providerConfigRef": providerConfigRef(c.ProviderConfigRef),
 				"forProvider":       object(params),
 			}),
-		}})
+		}}
+		cp.put(prefixInventory+c.Name, inventory)
 		if err := d.compose(cp, c, plan.PeerRefs[c.Name]); err != nil {
 			return nil, err
 		}
@@ -130,56 +129,4 @@ func holdRefused(cp *composition, x *xrMesh) {
 			cp.desired[name] = &fnv1.Resource{Resource: intent(r.GetResource()), Ready: ready(r)}
 		}
 	}
-}
-
-// credentialsRefused tells whether provider-kilomesh refused the
-// credentials of a member's NodeInventory, and why.
-func credentialsRefused(r *fnv1.Resource) (string, bool) {
-	if r == nil {
-		return "", false
-	}
-	c, ok := condition(r.GetResource(), kubev1alpha1.TypeCredentialsAccepted)
-	if !ok || c.status != "False" {
-		return "", false
-	}
-	return c.message, true
-}
-
-// freeze keeps every composed resource exactly as observed: nothing is
-// created, changed or deleted while the mesh is invalid.
-func freeze(rsp *fnv1.RunFunctionResponse, req *fnv1.RunFunctionRequest, o *observed, overlap *mesh.OverlapError) error {
-	desired := make(map[string]*fnv1.Resource, len(o.resources))
-	names := make([]string, 0, len(o.resources))
-	for name := range o.resources {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	for _, name := range names {
-		desired[name] = &fnv1.Resource{Resource: intent(o.resources[name].GetResource()), Ready: ready(o.resources[name])}
-	}
-	if rsp.Desired == nil {
-		rsp.Desired = &fnv1.State{}
-	}
-	rsp.Desired.Resources = desired
-	return writeFrozenStatus(rsp, req, overlap)
-}
-
-// intent is the part of an observed resource that its composer declares:
-// identity, labels, annotations and spec; never status or server fields.
-func intent(s *structpb.Struct) *structpb.Struct {
-	f := s.GetFields()
-	out := &structpb.Struct{Fields: map[string]*structpb.Value{}}
-	for _, k := range []string{"apiVersion", "kind", "spec"} {
-		if v, ok := f[k]; ok {
-			out.Fields[k] = proto.Clone(v).(*structpb.Value) //nolint:forcetypeassert // Clone returns the type it is given.
-		}
-	}
-	meta := map[string]*structpb.Value{}
-	for _, k := range []string{"name", "namespace", "generateName", "labels", "annotations"} {
-		if v := get(s, "metadata", k); v != nil {
-			meta[k] = proto.Clone(v).(*structpb.Value) //nolint:forcetypeassert // Clone returns the type it is given.
-		}
-	}
-	out.Fields["metadata"] = object(meta)
-	return out
 }

@@ -109,7 +109,7 @@ func (f *Function) run(req *fnv1.RunFunctionRequest) (*fnv1.RunFunctionResponse,
 		Spec:         xr.Spec,
 		Observations: obs.inventories,
 		Others:       others,
-		Delivered:    delivered(obs.composed),
+		Delivered:    obs.delivered,
 		PeerRefs:     true,
 	})
 	var invalid *mesh.InvalidSpecError
@@ -142,6 +142,7 @@ func (f *Function) run(req *fnv1.RunFunctionRequest) (*fnv1.RunFunctionResponse,
 	for member, msg := range plan.Withheld {
 		addProblem(problems, member, msg)
 	}
+	settle := settling(rsp, obs)
 	if err := writeStatus(rsp, plan, problems); err != nil {
 		response.Fatal(rsp, errors.Wrap(err, errStatus))
 		return rsp, resultError, 0
@@ -158,7 +159,7 @@ func (f *Function) run(req *fnv1.RunFunctionRequest) (*fnv1.RunFunctionResponse,
 		}
 		return tooLarge(req, ttl, n, hint), resultTooLarge, n
 	}
-	if settling(rsp, obs) && ttl > settleTTL {
+	if settle && ttl > settleTTL {
 		rsp.Meta.Ttl = durationpb.New(settleTTL)
 	}
 	if wait := holdFirstDelivery(xr, obs, now()); wait > 0 {
@@ -168,35 +169,4 @@ func (f *Function) run(req *fnv1.RunFunctionRequest) (*fnv1.RunFunctionResponse,
 	f.meshes.planned(xr, plan)
 	log.Debug("Planned the mesh", "peers", plan.Status.PeerCount, "skipped", plan.Status.SkippedNodeCount)
 	return rsp, resultPlanned, n
-}
-
-// settling tells whether composed resources are still becoming ready, none of
-// them failing: Crossplane should then call again soon. Its watch circuit
-// breaker may drop the events of a mesh that composes many resources at once,
-// and the response TTL is what brings the mesh to Ready then.
-func settling(rsp *fnv1.RunFunctionResponse, o *observed) bool {
-	waiting := false
-	for _, r := range rsp.GetDesired().GetResources() {
-		if r.GetReady() != fnv1.Ready_READY_TRUE {
-			waiting = true
-			break
-		}
-	}
-	if !waiting {
-		return false
-	}
-	for _, r := range o.resources {
-		if c, ok := condition(r.GetResource(), "Synced"); ok && c.status == "False" {
-			return false
-		}
-	}
-	return true
-}
-
-// tooLarge is the answer when the mesh does not fit in a response: a fatal
-// result, which leaves every composed resource as it is.
-func tooLarge(req *fnv1.RunFunctionRequest, ttl time.Duration, n int, hint string) *fnv1.RunFunctionResponse {
-	rsp := response.To(req, ttl)
-	response.Fatal(rsp, errors.Errorf(errFmtTooLarge, n>>10, maxResponseBytes>>10, hint))
-	return rsp
 }

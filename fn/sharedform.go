@@ -9,7 +9,6 @@ import (
 	"strings"
 
 	"google.golang.org/protobuf/types/known/structpb"
-	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/crossplane/function-sdk-go/errors"
 	fnv1 "github.com/crossplane/function-sdk-go/proto/v1"
@@ -63,10 +62,7 @@ const maxSegmentChunk = 300_000
 // maxChunks bounds the SegmentSets of one source cluster.
 const maxChunks = 64
 
-const (
-	errFmtShareAbove    = "must be a whole number of bytes, at least 0"
-	errFmtSegmentTooBig = "the Peers of cluster %s need %d KiB, more than %d SegmentSets can hold: use Location granularity, select fewer nodes with spec.clusters[].nodeSelector, or split the mesh"
-)
+const errFmtSegmentTooBig = "the Peers of cluster %s need %d KiB, more than %d SegmentSets can hold: use Location granularity, select fewer nodes with spec.clusters[].nodeSelector, or split the mesh"
 
 // peerBytes estimates the bytes a Peer takes in a PeerSet as JSON: the
 // inline form's size, without building it.
@@ -79,24 +75,6 @@ func peerBytes(p *kilov1alpha1.Peer) int {
 		n += len(e.DNSOrIP.IP) + len(e.DNSOrIP.DNS) + 40
 	}
 	return n
-}
-
-// shareAbove is the threshold of a mesh: the function's, lowered by the
-// mesh's annotation.
-func shareAbove(x *xrMesh, fnDefault int) (int, error) {
-	limit := fnDefault
-	if limit <= 0 {
-		limit = DefaultShareAbove
-	}
-	v, ok := x.Annotations[AnnotationShareAbove]
-	if !ok {
-		return limit, nil
-	}
-	n, err := strconv.Atoi(strings.TrimSpace(v))
-	if err != nil || n < 0 {
-		return 0, field.Invalid(field.NewPath("metadata", "annotations").Key(AnnotationShareAbove), v, errFmtShareAbove)
-	}
-	return min(n, limit), nil
 }
 
 // useShared tells whether a mesh's PeerSets take the shared form: when
@@ -117,6 +95,19 @@ func useShared(o *observed, peers map[string][]*kilov1alpha1.Peer, threshold int
 		}
 	}
 	return false
+}
+
+// sortedNames lists the names of the observed resources with a prefix, in
+// order.
+func sortedNames(o *observed, prefix string) []string {
+	var names []string
+	for name := range o.resources {
+		if strings.HasPrefix(name, prefix) {
+			names = append(names, name)
+		}
+	}
+	sort.Strings(names)
+	return names
 }
 
 // A segmentChunk is one SegmentSet: some Peers of one source, in their

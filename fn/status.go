@@ -1,13 +1,11 @@
 package main
 
 import (
-	"fmt"
 	"sort"
 	"strings"
 	"time"
 
 	"google.golang.org/protobuf/types/known/structpb"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/crossplane/function-sdk-go/errors"
 	fnv1 "github.com/crossplane/function-sdk-go/proto/v1"
@@ -45,40 +43,6 @@ const (
 	reasonFrozen              = "MeshFrozen"
 	maxConditionMessageLength = 1024
 )
-
-// lastObservedStep is how far a member's last observation may move before
-// the mesh's status says so. Every observation of a member (a node added,
-// a key rotated) would otherwise rewrite the mesh's status, and every
-// write is a watch event of Crossplane's circuit breaker: under churn, the
-// status follows within a minute, not at every change.
-const lastObservedStep = time.Minute
-
-// steadyLastObserved keeps every member's lastObserved as the observed mesh
-// reports it while no member's new observation is lastObservedStep newer
-// than the one reported (or new to the status): a member that changes
-// rarely shows each observation exactly, and a mesh whose members change
-// every few seconds moves them all together, at most once a minute.
-func steadyLastObserved(xr *structpb.Struct, plan *mesh.Plan) {
-	prev := map[string]time.Time{}
-	for _, v := range get(xr, "status", "clusters").GetListValue().GetValues() {
-		c := v.GetStructValue()
-		if t, err := time.Parse(time.RFC3339, get(c, "lastObserved").GetStringValue()); err == nil {
-			prev[get(c, "name").GetStringValue()] = t
-		}
-	}
-	for _, c := range plan.Status.Clusters {
-		p, ok := prev[c.Name]
-		if c.LastObserved != nil && (!ok || c.LastObserved.Before(&metav1.Time{Time: p}) || c.LastObserved.Sub(p) >= lastObservedStep) {
-			return // reported as observed, every member with it
-		}
-	}
-	for i := range plan.Status.Clusters {
-		c := &plan.Status.Clusters[i]
-		if p, ok := prev[c.Name]; ok && c.LastObserved != nil {
-			c.LastObserved = &metav1.Time{Time: p}
-		}
-	}
-}
 
 // setStatus merges status fields into the desired composite resource.
 func setStatus(rsp *fnv1.RunFunctionResponse, status *structpb.Value) {
@@ -163,26 +127,35 @@ func writeStatus(rsp *fnv1.RunFunctionResponse, plan *mesh.Plan, delivery map[st
 	return nil
 }
 
-// writeFrozenStatus reports a frozen mesh: the last status stays, the
-// overlap is named.
-func writeFrozenStatus(rsp *fnv1.RunFunctionResponse, req *fnv1.RunFunctionRequest, overlap *mesh.OverlapError) error {
-	if st, ok := req.GetObserved().GetComposite().GetResource().GetFields()["status"]; ok && st.GetStructValue() != nil {
-		kept := &structpb.Struct{Fields: map[string]*structpb.Value{}}
-		for k, v := range st.GetStructValue().GetFields() {
-			if k != "conditions" {
-				kept.Fields[k] = v
-			}
+// maxMemberMessage is how long a member's status message grows, its
+// observation and delivery problems together.
+const maxMemberMessage = 1024
+
+// reportDelivery adds the delivery problems to the members' status.
+func reportDelivery(plan *mesh.Plan, problems map[string]string) {
+	for i := range plan.Status.Clusters {
+		c := &plan.Status.Clusters[i]
+		p, ok := problems[c.Name]
+		if !ok {
+			continue
 		}
-		setStatus(rsp, structpb.NewStructValue(kept))
+		if c.Message != "" {
+			c.Message += "; "
+		}
+		c.Message = safetext.Message(c.Message+p, maxMemberMessage)
 	}
-	msg := limit(strings.Join(overlap.Overlaps, "; "))
-	response.ConditionTrue(rsp, typeNetworksOverlap, reasonCIDROverlap).WithMessage(msg).TargetComposite()
-	response.Warning(rsp, fmt.Errorf("the mesh is frozen, no Peer is changed until this is fixed: %s", msg)).WithReason(reasonFrozen).TargetComposite()
-	return nil
 }
 
 // limit cuts a condition message to a readable length, on a character
 // boundary: the response must stay valid UTF-8.
 func limit(s string) string {
 	return safetext.Message(s, maxConditionMessageLength)
+}
+
+// tooLarge is the answer when the mesh does not fit in a response: a fatal
+// result, which leaves every composed resource as it is.
+func tooLarge(req *fnv1.RunFunctionRequest, ttl time.Duration, n int, hint string) *fnv1.RunFunctionResponse {
+	rsp := response.To(req, ttl)
+	response.Fatal(rsp, errors.Errorf(errFmtTooLarge, n>>10, maxResponseBytes>>10, hint))
+	return rsp
 }

@@ -1,9 +1,12 @@
 package main
 
-// The protobuf Struct plumbing of the function, in one place: building
-// Values (the resources are built directly in protobuf form: a large mesh
-// composes thousands, and a detour through JSON would cost more than the
-// planning), reading them, and sizing a response without reflection.
+// The protobuf Struct plumbing that writes the response, in one place:
+// building Values (the resources are built directly in protobuf form: a
+// large mesh composes thousands, and a detour through JSON would cost more
+// than the planning), the arena that hands out the Values of Peers, and
+// sizing a response without reflection. Reading a Struct (get, condition,
+// fromValue) belongs to observed.go, which holds everything the function
+// reads from the request.
 
 import (
 	"encoding/json"
@@ -12,13 +15,10 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/crossplane/function-sdk-go/errors"
 	fnv1 "github.com/crossplane/function-sdk-go/proto/v1"
 
 	kilov1alpha1 "github.com/kilomesh/kilomesh/apis/kilo/v1alpha1"
-	kubev1alpha1 "github.com/kilomesh/kilomesh/apis/kube/v1alpha1"
 	meshv1alpha1 "github.com/kilomesh/kilomesh/apis/mesh/v1alpha1"
 )
 
@@ -133,76 +133,6 @@ func toValue(v any) (*structpb.Value, error) {
 	return out, nil
 }
 
-// get walks nested objects of a resource: get(s, "spec", "forProvider",
-// "manifest"). A missing field is nil, whose getters return zero values.
-func get(s *structpb.Struct, path ...string) *structpb.Value {
-	var v *structpb.Value
-	for _, k := range path {
-		v = s.GetFields()[k]
-		s = v.GetStructValue()
-	}
-	return v
-}
-
-func fromStruct(s *structpb.Struct, into any) error {
-	b, err := s.MarshalJSON()
-	if err != nil {
-		return err
-	}
-	return json.Unmarshal(b, into)
-}
-
-func fromValue(v *structpb.Value, into any) error {
-	b, err := v.MarshalJSON()
-	if err != nil {
-		return err
-	}
-	return json.Unmarshal(b, into)
-}
-
-type cond struct {
-	status             string
-	reason             string
-	message            string
-	lastTransitionTime string
-}
-
-// condition reads one condition of a resource without decoding the rest.
-func condition(s *structpb.Struct, typ string) (cond, bool) {
-	for _, v := range get(s, "status", "conditions").GetListValue().GetValues() {
-		f := v.GetStructValue().GetFields()
-		if f["type"].GetStringValue() != typ {
-			continue
-		}
-		return cond{
-			status:             f["status"].GetStringValue(),
-			reason:             f["reason"].GetStringValue(),
-			message:            f["message"].GetStringValue(),
-			lastTransitionTime: f["lastTransitionTime"].GetStringValue(),
-		}, true
-	}
-	return cond{}, false
-}
-
-// ready tells whether a composed resource is ready: Ready=True, and not
-// failing to sync (an unreachable cluster makes the mesh not ready).
-func ready(r *fnv1.Resource) fnv1.Ready {
-	if r == nil {
-		return fnv1.Ready_READY_FALSE
-	}
-	if get(r.GetResource(), "kind").GetStringValue() == kubev1alpha1.SegmentSetKind {
-		return fnv1.Ready_READY_TRUE // data only: no controller reports on it
-	}
-	c, ok := condition(r.GetResource(), "Ready")
-	if !ok || c.status != "True" {
-		return fnv1.Ready_READY_FALSE
-	}
-	if c, ok := condition(r.GetResource(), "Synced"); ok && c.status == "False" {
-		return fnv1.Ready_READY_FALSE
-	}
-	return fnv1.Ready_READY_TRUE
-}
-
 // converter builds the protobuf form of Peers, sharing the parts that repeat:
 // the labels of a source cluster and the allowedIPs a segment has in most
 // targets.
@@ -307,17 +237,6 @@ func providerConfigRef(r meshv1alpha1.ProviderConfigReference) *structpb.Value {
 		kind = "ProviderConfig"
 	}
 	return object(map[string]*structpb.Value{"kind": str(kind), "name": str(r.Name)})
-}
-
-func parseTime(s string) (*metav1.Time, error) {
-	t := &metav1.Time{}
-	if err := t.UnmarshalQueryParameter(s); err != nil {
-		return nil, err
-	}
-	if t.IsZero() {
-		return nil, errors.New("no time")
-	}
-	return t, nil
 }
 
 // responseSize is proto.Size(rsp). The desired resources, nearly all of a

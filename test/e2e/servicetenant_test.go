@@ -508,7 +508,10 @@ func managersOf(fields []metav1.ManagedFieldsEntry) []string {
 // auditedLists returns the lists of Services, EndpointSlices and MCS
 // objects of namespace ns that provider-kilomesh's identity made in member
 // c since since, from the member's audit log (test/stack/up.sh audits
-// them): a watch that runs on is never listed again.
+// them): a watch that runs on is never listed again. A list is a list
+// request or a streaming list (a watch with sendInitialEvents=true, what
+// client-go's reflectors send first); a watch resumed from a resource
+// version is not.
 func auditedLists(c, ns string, since time.Time) ([]string, error) {
 	f, err := os.Open(filepath.Join(env.Dir, c, "audit.log"))
 	if err != nil {
@@ -522,6 +525,7 @@ func auditedLists(c, ns string, since time.Time) ([]string, error) {
 		var e struct {
 			Stage    string    `json:"stage"`
 			Verb     string    `json:"verb"`
+			URI      string    `json:"requestURI"`
 			Received time.Time `json:"requestReceivedTimestamp"`
 			User     struct {
 				Username string `json:"username"`
@@ -531,11 +535,16 @@ func auditedLists(c, ns string, since time.Time) ([]string, error) {
 				Namespace string `json:"namespace"`
 			} `json:"objectRef"`
 		}
-		if json.Unmarshal(sc.Bytes(), &e) != nil || e.Stage != "ResponseComplete" || e.Verb != "list" {
+		if json.Unmarshal(sc.Bytes(), &e) != nil {
+			continue
+		}
+		list := e.Verb == "list" && e.Stage == "ResponseComplete"
+		streamed := e.Verb == "watch" && e.Stage == "ResponseStarted" && strings.Contains(e.URI, "sendInitialEvents=true")
+		if !list && !streamed {
 			continue
 		}
 		if e.User.Username == memberIdentity && e.ObjectRef.Namespace == ns && !e.Received.Before(since) {
-			out = append(out, fmt.Sprintf("%s %s", e.Received.Format(time.RFC3339Nano), e.ObjectRef.Resource))
+			out = append(out, fmt.Sprintf("%s %s %s", e.Received.Format(time.RFC3339Nano), e.Verb, e.ObjectRef.Resource))
 		}
 	}
 	return out, sc.Err()

@@ -243,9 +243,9 @@ for c in "${clusters[@]}"; do
   # Every write of a ClusterRole is audited (who, what, when): the
   # aggregation controller and Helm race on Crossplane's ClusterRoles
   # (docs/install.md), and a leftover is explained by its writers. So is
-  # every list of the kinds provider-kilomesh watches to share Services,
-  # by its identity in a member: a watch that runs on is never listed
-  # again (the e2e's hostile tenant of Services).
+  # every list and watch of the kinds provider-kilomesh watches to share
+  # Services, by its identity in a member: a watch that runs on is never
+  # listed again (the e2e's hostile tenant of Services).
   cat >"$d/audit-policy.yaml" <<'YAML'
 apiVersion: audit.k8s.io/v1
 kind: Policy
@@ -256,7 +256,7 @@ rules:
   resources: [{group: rbac.authorization.k8s.io, resources: [clusterroles]}]
 - level: Metadata
   users: ["system:serviceaccount:kube-system:kilomesh"]
-  verbs: [list]
+  verbs: [list, watch]
   resources:
   - {group: "", resources: [services]}
   - {group: discovery.k8s.io, resources: [endpointslices]}

@@ -226,7 +226,13 @@ func testServiceTenant(ctx context.Context, t *testing.T, mode string, victim me
 	if err := kube[svcImporter].Get(ctx, client.ObjectKeyFromObject(si), si); !kerrors.IsNotFound(err) {
 		fail("12: %s holds ServiceImport %s/%s behind a planted Service (%v)", svcImporter, ns, svcPlanted, err)
 	}
-	lists, err := auditedLists(svcImporter, ns, watchStart)
+	// The watches of the victim's namespace in the importer started with
+	// a list each: the audit log that cannot show them shows nothing.
+	started, err := auditedLists(svcImporter, ns, time.Time{})
+	if err == nil && len(started) == 0 {
+		err = fmt.Errorf("the audit log of %s shows no list of %s by %s at all, not even the watches' first", svcImporter, ns, memberIdentity)
+	}
+	lists, _ := auditedLists(svcImporter, ns, watchStart)
 	if err != nil {
 		fail("3: %v", err)
 	} else if len(lists) > 0 {
@@ -237,8 +243,8 @@ func testServiceTenant(ctx context.Context, t *testing.T, mode string, victim me
 	for _, p := range problems {
 		t.Error(p)
 	}
-	report.notef("%s: Services across the mesh, a hostile tenant and users: a ClusterProviderConfig as a source refused by examples/policy and by provider-kilomesh, a source recorded as in use, a ServiceSync sharing the importer's watch (no new list of %s), one sharing the exporter's namespace (no condition written), a port under another name dropped (PortConflict), a planted derived Service left alone (ImportNameConflict); %d objects of the victim checked, %d problems, %.0fs",
-		mode, ns, len(before), len(problems), time.Since(start).Seconds())
+	report.notef("%s: Services across the mesh, a hostile tenant and users: a ClusterProviderConfig as a source refused by examples/policy and by provider-kilomesh, a source recorded as in use, a ServiceSync sharing the importer's watch (%d lists of %s there before it, %d since), one sharing the exporter's namespace (no condition written), a port under another name dropped (PortConflict), a planted derived Service left alone (ImportNameConflict); %d objects of the victim checked, %d problems, %.0fs",
+		mode, len(started), ns, len(lists), len(before), len(problems), time.Since(start).Seconds())
 }
 
 // tenantSync is a ServiceSync the tenant makes by hand for a mesh of its

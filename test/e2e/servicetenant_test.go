@@ -109,7 +109,15 @@ func testServiceTenant(ctx context.Context, t *testing.T, mode string, victim me
 	sync := func(name, member string, namespaces []string, sources ...map[string]any) *unstructured.Unstructured {
 		t.Helper()
 		u := tenantSync(name, member, namespaces, sources...)
-		if err := mgmt.Create(ctx, u); err != nil {
+		// The API server forgets the policy of policyRefusesSource within
+		// seconds of its deletion.
+		if err := retryFor(ctx, 60*time.Second, func() error {
+			err := mgmt.Create(ctx, u.DeepCopy())
+			if err != nil && !strings.Contains(err.Error(), "ValidatingAdmissionPolicy") {
+				t.Fatalf("cannot create ServiceSync %s/%s: %v", svcTenant, name, err)
+			}
+			return err
+		}); err != nil {
 			t.Fatalf("cannot create ServiceSync %s/%s: %v", svcTenant, name, err)
 		}
 		return u

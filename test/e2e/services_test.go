@@ -186,6 +186,7 @@ func testServices(ctx context.Context, t *testing.T, mode string, ref meshRef) {
 	testHeadless(ctx, t, mode)
 	testResolvable(ctx, t, mode)
 	testServiceAttacks(ctx, t, mode, ref)
+	testServiceTenant(ctx, t, mode, ref)
 	testPortConflict(ctx, t, mode)
 	testFailover(ctx, t, mode, name, hello)
 }

@@ -242,7 +242,10 @@ for c in "${clusters[@]}"; do
   stack_write_kubeconfig "$d/kubeconfig" "$c" "$c" "$server" "$d/ca.crt" "admin@$c" "${token[$c]}"
   # Every write of a ClusterRole is audited (who, what, when): the
   # aggregation controller and Helm race on Crossplane's ClusterRoles
-  # (docs/install.md), and a leftover is explained by its writers.
+  # (docs/install.md), and a leftover is explained by its writers. So is
+  # every list and watch of the kinds provider-kilomesh watches to share
+  # Services, by its identity in a member: a watch that runs on is never
+  # listed again (the e2e's hostile tenant of Services).
   cat >"$d/audit-policy.yaml" <<'YAML'
 apiVersion: audit.k8s.io/v1
 kind: Policy
@@ -251,6 +254,13 @@ rules:
 - level: Metadata
   verbs: [create, update, patch, delete, deletecollection]
   resources: [{group: rbac.authorization.k8s.io, resources: [clusterroles]}]
+- level: Metadata
+  users: ["system:serviceaccount:kube-system:kilomesh"]
+  verbs: [list, watch]
+  resources:
+  - {group: "", resources: [services]}
+  - {group: discovery.k8s.io, resources: [endpointslices]}
+  - {group: multicluster.x-k8s.io, resources: [serviceexports, serviceimports]}
 - level: None
 YAML
   stack_log "starting kube-apiserver of $c on $server"

@@ -291,3 +291,33 @@ func wantImportCount(ctx context.Context, s *v1alpha1.ServiceSync, n int) func()
 		return nil
 	}
 }
+
+// TestServiceSyncImporterNodes: a ServiceSync made by hand declares a
+// source's networks as 0.0.0.0/0, and the source exports endpoints at the
+// addresses of the importer's own Node, internal and external, which lie
+// in no network of the importer's: they are never imported, so the
+// importer's pods are never sent to its own nodes under the source's name.
+func TestServiceSyncImporterNodes(t *testing.T) {
+	needAPIServers(t)
+	ctx := context.Background()
+	ns := namespace(ctx, t)
+	a := startServiceMember(t, "a", "a-1111", "10.1.0.0/16")
+	b := startServiceMember(t, "b", "b-2222", "10.2.0.0/16")
+	for _, m := range []*svcMember{a, b} {
+		providerConfig(ctx, t, ns, m.name, m.m.Kubeconfig)
+	}
+	node(ctx, t, b.c, "b-1", nil, nil, nil, []corev1.NodeAddress{
+		{Type: corev1.NodeInternalIP, Address: "172.31.5.5"},
+		{Type: corev1.NodeExternalIP, Address: "198.51.100.7"},
+	}, corev1.ConditionTrue)
+	exportService(ctx, t, a.c, "shop", "hello", false, 80, ep("10.1.1.5", true, ""), ep("172.31.5.5", true, ""), ep("198.51.100.7", true, ""))
+
+	s := serviceSync(ns, b, b, a)
+	s.Spec.ForProvider.Sources[0].Networks = []string{"0.0.0.0/0"}
+	if err := cp.kube.Create(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	eventually(ctx, t, "hello imported into b without b's own node addresses", wantImport(ctx, b.c, "hello", &importState{
+		Type: "ClusterSetIP", IPs: 1, IPIsSvc: true, Clusters: []string{"a-1111"}, Ready: map[string][]string{"a-1111": {"10.1.1.5"}},
+	}))
+}

@@ -17,8 +17,6 @@ limitations under the License.
 package servicesync
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"net/netip"
 	"slices"
@@ -168,30 +166,6 @@ func Owns(selector, labels map[string]string) bool {
 		}
 	}
 	return len(selector) > 0
-}
-
-func hash(parts ...string) string {
-	h := sha256.New()
-	for _, p := range parts {
-		_, _ = h.Write([]byte(p))
-		_, _ = h.Write([]byte{0})
-	}
-	return hex.EncodeToString(h.Sum(nil))[:8]
-}
-
-// DerivedName is the name of the Service behind an import: a DNS-1035
-// label unique to the mesh, the namespace and the Service.
-func DerivedName(owner [2]string, namespace, name string) string {
-	readable := name
-	if len(readable) > 50 {
-		readable = strings.TrimRight(readable[:50], "-")
-	}
-	return "mcs-" + readable + "-" + hash(owner[0], owner[1], namespace, name)
-}
-
-// SliceName is the name of the EndpointSlice of one exporter of an import.
-func SliceName(derived, clusterID string) string {
-	return derived + "-" + hash(clusterID)
 }
 
 // NewPlan decides what the member must hold.
@@ -662,7 +636,7 @@ func conflictWith(reason mcsv1beta1.ServiceExportConditionReason, win *candidate
 // importOf builds what the member holds of one imported Service, or says
 // why it cannot.
 func importOf(in Input, ns, name string, cands []*candidate, kept map[string]bool, have held) (*Import, *v1alpha1.ServiceProblem) {
-	derived := DerivedName(in.Owner, ns, name)
+	derived := v1alpha1.DerivedName(in.Owner, ns, name)
 	if problem := nameTaken(in.Selector, ns+"/"+name, derived, have.imports[name], have.services[derived]); problem != nil {
 		return nil, problem
 	}
@@ -700,7 +674,7 @@ func importOf(in Input, ns, name string, cands []*candidate, kept map[string]boo
 		l := withLabels(in.Selector, sliceLabels)
 		l[mcsv1beta1.LabelSourceCluster] = c.e.ClusterID
 		imp.Slices = append(imp.Slices, &discoveryv1.EndpointSlice{
-			ObjectMeta:  metav1.ObjectMeta{Namespace: ns, Name: SliceName(derived, c.e.ClusterID), Labels: l},
+			ObjectMeta:  metav1.ObjectMeta{Namespace: ns, Name: v1alpha1.SliceName(derived, c.e.ClusterID), Labels: l},
 			AddressType: discoveryv1.AddressType(in.Family),
 			Endpoints:   c.endpoints,
 			Ports:       c.epPorts,
@@ -859,7 +833,7 @@ func readsExport(owner [2]string, x *mcsv1beta1.ServiceExport) bool {
 func StatusManager(owner [2]string) string {
 	m := remote.ServicesFieldManager + "/" + owner[0] + "/" + owner[1]
 	if len(m) > 128 {
-		m = remote.ServicesFieldManager + "/" + hash(owner[0], owner[1])
+		m = remote.ServicesFieldManager + "/" + meshv1alpha1.IdentityHash(owner[0], owner[1])
 	}
 	return m
 }

@@ -78,7 +78,7 @@ func input(local *remote.ServiceView, sources ...*remote.ServiceView) Input {
 // mesh's labels, that kilomesh did not make or that has a selector, is
 // never adopted.
 func TestPlanNeverAdoptsPlanted(t *testing.T) {
-	derived := DerivedName([2]string{"team", "m"}, "shop", "hello")
+	derived := v1alpha1.DerivedName([2]string{"team", "m"}, "shop", "hello")
 	planted := func(selector map[string]string, managers ...string) *corev1.Service {
 		s := &corev1.Service{
 			ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: derived, Labels: withLabels(testSelector, map[string]string{mcsv1beta1.LabelServiceName: "hello"})},

@@ -70,8 +70,9 @@ const (
 	errFmtDelete   = "cannot delete %s %s/%s"
 	errFmtStatus   = "cannot write the conditions of ServiceExport %s/%s"
 
-	errFmtIncomplete     = "nothing is written nor deleted while a watch leaves objects out past its bounds: %s"
-	errFmtSourceIdentity = "%s: %s is refused as a source: the member's own config is a namespaced ProviderConfig, which may not carry the identity of provider-kilomesh, so its sources may not either"
+	errFmtIncomplete      = "nothing is written nor deleted while a watch leaves objects out past its bounds: %s"
+	errFmtNodesIncomplete = "the member's Nodes are not known whole (%s): no endpoint is imported while an address of the member itself may be missing"
+	errFmtSourceIdentity  = "%s: %s is refused as a source: the member's own config is a namespaced ProviderConfig, which may not carry the identity of provider-kilomesh, so its sources may not either"
 
 	// ReasonFeedIncomplete: a watch left objects out, past its bounds.
 	ReasonFeedIncomplete = "FeedIncomplete"
@@ -322,9 +323,11 @@ func (e *external) observe(ctx context.Context, cr *v1alpha1.ServiceSync) (manag
 		Family:     p.Family,
 		Local:      Exporter{Name: "", ClusterID: p.ClusterID, Networks: localNets, Views: e.views},
 	}
-	if a, ok := e.member.ServerAddr(); ok {
-		in.Guarded = []netip.Addr{a}
+	guarded, err := e.memberAddrs(ctx)
+	if err != nil {
+		return managed.ExternalObservation{}, errors.Wrap(clients.Explain(err, e.origin), errObserve)
 	}
+	in.Guarded = guarded
 	in.Now = metav1.NewTime(now.Truncate(time.Second))
 	in.Seen = make(map[SeenKey]metav1.Time, len(cr.Status.AtProvider.FirstSeen))
 	for _, s := range cr.Status.AtProvider.FirstSeen {
@@ -369,6 +372,37 @@ func (e *external) observe(ctx context.Context, cr *v1alpha1.ServiceSync) (manag
 	}
 	setStatus(cr, e.plan, unreachable)
 	return managed.ExternalObservation{ResourceExists: true, ResourceUpToDate: e.upToDate()}, nil
+}
+
+// memberAddrs returns the addresses of the member itself, which no
+// endpoint imported from a source may have, whatever networks the
+// ServiceSync declares for it: its API server's and its Nodes' (internal
+// and external). Until the member's Nodes are listed, or while its watch
+// of them left Nodes out, nothing is written: an address left out would
+// let an endpoint point the member's pods at the member itself.
+func (e *external) memberAddrs(ctx context.Context) ([]netip.Addr, error) {
+	var out []netip.Addr
+	if a, ok := e.member.ServerAddr(); ok {
+		out = append(out, a)
+	}
+	nodes, err := e.member.Nodes(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if bound := e.member.NodesIncomplete(); bound != "" {
+		return nil, errors.Errorf(errFmtNodesIncomplete, bound)
+	}
+	for _, n := range nodes {
+		for _, a := range n.Status.Addresses {
+			if a.Type != corev1.NodeInternalIP && a.Type != corev1.NodeExternalIP {
+				continue
+			}
+			if ip, err := netip.ParseAddr(a.Address); err == nil {
+				out = append(out, ip.Unmap())
+			}
+		}
+	}
+	return out, nil
 }
 
 // read returns the views of a source, or why it cannot be read.

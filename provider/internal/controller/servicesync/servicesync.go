@@ -487,7 +487,8 @@ func writesOf(imp *Import) []write {
 	ips := importIPs(imp)
 	want := imp.Import.Spec
 	want.IPs = ips
-	if imp.HaveImport == nil || !equality.Semantic.DeepEqual(want, imp.HaveImport.Spec) || !labelsHeld(imp.Import.Labels, imp.HaveImport.Labels) {
+	if imp.HaveImport == nil || !equality.Semantic.DeepEqual(want, imp.HaveImport.Spec) || !labelsHeld(keptOf(imp.Import.Labels), imp.HaveImport.Labels) ||
+		imp.Import.Annotations[meshv1alpha1.AnnotationExportedMetadata] != imp.HaveImport.Annotations[meshv1alpha1.AnnotationExportedMetadata] {
 		out = append(out, writeImport)
 	}
 	if imp.HaveImport == nil || !equality.Semantic.DeepEqual(imp.Import.Status.Clusters, imp.HaveImport.Status.Clusters) {
@@ -504,18 +505,47 @@ func writesOf(imp *Import) []write {
 }
 
 // importIPs are the ClusterIPs of the Service behind an import, as far as
-// the member has allocated them.
+// the member has allocated them: one per IP family of the import, in their
+// order, as MCS says.
 func importIPs(imp *Import) []string {
 	if imp.Service == nil || imp.HaveService == nil {
 		return nil
 	}
-	if len(imp.HaveService.Spec.ClusterIPs) > 0 {
-		return imp.HaveService.Spec.ClusterIPs
+	return ipsOf(imp.HaveService.Spec, imp.Import.Spec.IPFamilies)
+}
+
+// ipsOf returns a Service's ClusterIPs, one of each family, in their
+// order; none unless every family has one.
+func ipsOf(spec corev1.ServiceSpec, families []corev1.IPFamily) []string {
+	all := spec.ClusterIPs
+	if len(all) == 0 && spec.ClusterIP != "" {
+		all = []string{spec.ClusterIP}
 	}
-	if ip := imp.HaveService.Spec.ClusterIP; ip != "" && ip != corev1.ClusterIPNone {
-		return []string{ip}
+	out := make([]string, 0, len(families))
+	for _, f := range families {
+		for _, ip := range all {
+			if a, err := netip.ParseAddr(ip); err == nil && a.Is4() == (f == corev1.IPv4Protocol) {
+				out = append(out, a.String())
+				break
+			}
+		}
 	}
-	return nil
+	if len(out) != len(families) || len(out) == 0 {
+		return nil
+	}
+	return out
+}
+
+// keptOf returns the labels a slim object keeps: those a comparison with
+// the member's objects may read.
+func keptOf(labels map[string]string) map[string]string {
+	out := make(map[string]string, len(labels))
+	for k, v := range labels {
+		if remote.KeepsLabel(k) {
+			out[k] = v
+		}
+	}
+	return out
 }
 
 func labelsHeld(want, have map[string]string) bool {
@@ -536,6 +566,9 @@ func sameService(want, have *corev1.Service) bool {
 		if p.Name != h.Name || p.Port != h.Port || protocol(p.Protocol) != protocol(h.Protocol) {
 			return false
 		}
+	}
+	if want.Spec.SessionAffinity == corev1.ServiceAffinityClientIP && timeoutOf(want) != timeoutOf(have) {
+		return false
 	}
 	return want.Spec.SessionAffinity == have.Spec.SessionAffinity || (want.Spec.SessionAffinity == corev1.ServiceAffinityNone && have.Spec.SessionAffinity == "")
 }
@@ -728,7 +761,7 @@ func (e *external) writeImport(ctx context.Context, imp *Import, ws []write) err
 		if err != nil {
 			return err
 		}
-		ips = svc.Spec.ClusterIPs
+		ips = ipsOf(svc.Spec, imp.Import.Spec.IPFamilies)
 	}
 	if imp.Service != nil && len(ips) == 0 {
 		return errors.Errorf("the Service %s/%s behind the import has no ClusterIP yet", imp.Namespace, imp.Service.Name)

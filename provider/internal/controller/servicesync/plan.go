@@ -761,7 +761,7 @@ func mergePorts(cands []*candidate) ([]mcsv1beta1.ServicePort, clash) {
 			have, named := byName[pt.Name]
 			other, numbered := byNumber[number]
 			switch {
-			case named && have.Port == pt.Port && protocol(have.Protocol) == protocol(pt.Protocol) && ptr.Deref(have.AppProtocol, "") == ptr.Deref(pt.AppProtocol, ""):
+			case named && portString(have) == portString(pt):
 				// The same port.
 			case named:
 				c.dropped = append(c.dropped, fmt.Sprintf("port %q (%s), which is %d/%s in the ClusterSet", pt.Name, portString(pt), have.Port, protocol(have.Protocol)))

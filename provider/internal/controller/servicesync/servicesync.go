@@ -21,6 +21,7 @@ package servicesync
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/netip"
 	"sort"
@@ -813,6 +814,10 @@ func (e *external) putImport(ctx context.Context, imp *Import, want *mcsv1beta1.
 		}
 	} else if err := e.apply(ctx, want); err != nil {
 		return errors.Wrapf(err, errFmtApply, "ServiceImport", want.Namespace, want.Name)
+	} else if want.Annotations[meshv1alpha1.AnnotationExportedMetadata] != imp.HaveImport.Annotations[meshv1alpha1.AnnotationExportedMetadata] {
+		if err := e.dropCarried(ctx, want); err != nil {
+			return errors.Wrapf(err, errFmtApply, "ServiceImport", want.Namespace, want.Name)
+		}
 	}
 	u := &unstructured.Unstructured{Object: map[string]any{}}
 	u.SetAPIVersion(mcsv1beta1.SchemeGroupVersion.String())
@@ -828,6 +833,70 @@ func (e *external) putImport(ctx context.Context, imp *Import, want *mcsv1beta1.
 		return errors.Wrapf(err, errFmtApply, "ServiceImport status", want.Namespace, want.Name)
 	}
 	return nil
+}
+
+// dropCarried removes from an import the labels and annotations kilomesh
+// carried there and no longer carries: the export no longer exports them.
+// An apply alone would leave them, as the import was created, not applied,
+// with them; a label someone else set is never removed.
+func (e *external) dropCarried(ctx context.Context, want *mcsv1beta1.ServiceImport) error {
+	got := &mcsv1beta1.ServiceImport{}
+	if err := e.kube.Get(ctx, client.ObjectKeyFromObject(want), got); err != nil {
+		return err
+	}
+	if !Owns(e.selector, got.Labels) {
+		return nil
+	}
+	labels, annotations := carriedKeys(got.ManagedFields)
+	meta := map[string]any{"resourceVersion": got.ResourceVersion}
+	for _, m := range []struct {
+		name       string
+		owned      []string
+		have, keep map[string]string
+	}{{"labels", labels, got.Labels, want.Labels}, {"annotations", annotations, got.Annotations, want.Annotations}} {
+		drop := map[string]any{}
+		for _, k := range m.owned {
+			if _, ok := m.keep[k]; !ok {
+				if _, ok := m.have[k]; ok {
+					drop[k] = nil
+				}
+			}
+		}
+		if len(drop) > 0 {
+			meta[m.name] = drop
+		}
+	}
+	if len(meta) == 1 {
+		return nil
+	}
+	patch, err := json.Marshal(map[string]any{"metadata": meta})
+	if err != nil {
+		return err
+	}
+	return e.kube.Patch(ctx, got, client.RawPatch(types.MergePatchType, patch), client.FieldOwner(fieldManager))
+}
+
+// carriedKeys returns the label and annotation keys that kilomesh's field
+// manager holds, by its managed fields.
+func carriedKeys(managed []metav1.ManagedFieldsEntry) (labels, annotations []string) {
+	for _, m := range managed {
+		if m.Manager != fieldManager || m.Subresource != "" || m.FieldsV1 == nil {
+			continue
+		}
+		var f struct {
+			Meta map[string]map[string]json.RawMessage `json:"f:metadata"`
+		}
+		if json.Unmarshal(m.FieldsV1.Raw, &f) != nil {
+			continue
+		}
+		for k := range f.Meta["f:labels"] {
+			labels = append(labels, strings.TrimPrefix(k, "f:"))
+		}
+		for k := range f.Meta["f:annotations"] {
+			annotations = append(annotations, strings.TrimPrefix(k, "f:"))
+		}
+	}
+	return labels, annotations
 }
 
 // put creates a new object or applies an owned one.

@@ -886,7 +886,7 @@ func carriedKeys(managed []metav1.ManagedFieldsEntry) (labels, annotations []str
 		var f struct {
 			Meta map[string]map[string]json.RawMessage `json:"f:metadata"`
 		}
-		if json.Unmarshal(m.FieldsV1.Raw, &f) != nil {
+		if json.Unmarshal(m.FieldsV1.GetRawBytes(), &f) != nil {
 			continue
 		}
 		for k := range f.Meta["f:labels"] {

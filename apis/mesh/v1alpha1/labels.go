@@ -27,6 +27,10 @@ const (
 	// AnnotationMeshName is the name of the ClusterMesh that composed a
 	// NodeInventory.
 	AnnotationMeshName = "kilomesh.io/mesh-name"
+	// AnnotationExportedMetadata is on a ServiceImport that carries the
+	// labels and annotations its ServiceExport exports: a hash of them, so
+	// that a change, a removal among them, is seen and written.
+	AnnotationExportedMetadata = "kilomesh.io/exported-metadata"
 )
 
 // maxLabelValueLen is the longest label value Kubernetes accepts.

@@ -476,6 +476,9 @@ func TestServiceSync(t *testing.T) {
 		eventually(ctx, t, "c's export reports the port conflict", wantExport(ctx, c.c, "shop", "hello", map[string]string{
 			"Valid": "True/Valid", "Ready": "True/Exported", "Conflict": "True/PortConflict", servicesync.ConditionEndpointsRefused: "False/" + servicesync.ReasonAllRoutable,
 		}, ns, "services-c"))
+		eventually(ctx, t, "a's export, the oldest, reports the conflict too", wantExport(ctx, a.c, "shop", "hello", map[string]string{
+			"Valid": "True/Valid", "Ready": "True/Exported", "Conflict": "True/PortConflict", servicesync.ConditionEndpointsRefused: "True/" + servicesync.ReasonEndpointsRefused,
+		}, ns, "services-a"))
 		eventually(ctx, t, "b imports hello from a and c, on a's port", func() error {
 			got, err := importOf(ctx, b.c, "shop", "hello")
 			if err != nil {
@@ -496,6 +499,76 @@ func TestServiceSync(t *testing.T) {
 			}
 			return nil
 		})
+	})
+	t.Run("ImportCarriesService", func(t *testing.T) {
+		// A Service as the conformance suite makes it: ClientIP affinity
+		// with a timeout, a traffic policy and distribution, and an export
+		// of labels and annotations, one of them kilomesh's own.
+		svc := &corev1.Service{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "sticky"},
+			Spec: corev1.ServiceSpec{
+				Selector:              map[string]string{"app": "sticky"},
+				Ports:                 []corev1.ServicePort{{Name: "tcp", Port: 42, Protocol: corev1.ProtocolTCP}},
+				SessionAffinity:       corev1.ServiceAffinityClientIP,
+				SessionAffinityConfig: &corev1.SessionAffinityConfig{ClientIP: &corev1.ClientIPConfig{TimeoutSeconds: ptr.To[int32](10)}},
+				InternalTrafficPolicy: ptr.To(corev1.ServiceInternalTrafficPolicyCluster),
+				TrafficDistribution:   ptr.To(corev1.ServiceTrafficDistributionPreferClose),
+			},
+		}
+		export := &mcsv1beta1.ServiceExport{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "sticky"},
+			Spec: mcsv1beta1.ServiceExportSpec{
+				ExportedLabels:      map[string]string{"dummy-label": "true", "kilomesh.io/mesh": "other"},
+				ExportedAnnotations: map[string]string{"dummy-annotation": "true"},
+			},
+		}
+		for _, o := range []client.Object{svc, export} {
+			if err := a.c.Create(ctx, o); err != nil {
+				t.Fatal(err)
+			}
+		}
+		check := func(labels map[string]string) func() error {
+			return func() error {
+				si := &mcsv1beta1.ServiceImport{}
+				if err := b.c.Get(ctx, client.ObjectKey{Namespace: "shop", Name: "sticky"}, si); err != nil {
+					return err
+				}
+				want := mcsv1beta1.ServiceImportSpec{
+					Type: mcsv1beta1.ClusterSetIP, Ports: []mcsv1beta1.ServicePort{{Name: "tcp", Port: 42, Protocol: corev1.ProtocolTCP}},
+					SessionAffinity: svc.Spec.SessionAffinity, SessionAffinityConfig: svc.Spec.SessionAffinityConfig,
+					InternalTrafficPolicy: svc.Spec.InternalTrafficPolicy, TrafficDistribution: svc.Spec.TrafficDistribution,
+					IPFamilies: []corev1.IPFamily{corev1.IPv4Protocol}, IPs: si.Spec.IPs,
+				}
+				if diff := cmp.Diff(want, si.Spec); diff != "" {
+					return fmt.Errorf("spec, -want, +got:\n%s", diff)
+				}
+				if len(si.Spec.IPs) != 1 {
+					return fmt.Errorf("IPs %v, want one of IPv4", si.Spec.IPs)
+				}
+				if si.Labels["kilomesh.io/mesh"] != "m" {
+					return fmt.Errorf("the import's mesh label is %q", si.Labels["kilomesh.io/mesh"])
+				}
+				for k, v := range labels {
+					if got, ok := si.Labels[k]; v != "" && got != v || v == "" && ok {
+						return fmt.Errorf("labels %v, want %s=%q", si.Labels, k, v)
+					}
+				}
+				if si.Annotations["dummy-annotation"] != "true" {
+					return fmt.Errorf("annotations %v", si.Annotations)
+				}
+				return nil
+			}
+		}
+		eventually(ctx, t, "b's import of sticky carries the Service and the export's labels", check(map[string]string{"dummy-label": "true"}))
+		// A label no longer exported goes from the import.
+		if err := a.c.Get(ctx, client.ObjectKeyFromObject(export), export); err != nil {
+			t.Fatal(err)
+		}
+		export.Spec.ExportedLabels = map[string]string{"dummy-label2": "true"}
+		if err := a.c.Update(ctx, export); err != nil {
+			t.Fatal(err)
+		}
+		eventually(ctx, t, "b's import of sticky follows the export's labels", check(map[string]string{"dummy-label": "", "dummy-label2": "true"}))
 	})
 	t.Run("ExportDeleted", func(t *testing.T) {
 		if err := a.c.Delete(ctx, &mcsv1beta1.ServiceExport{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "db"}}); err != nil {

@@ -21,6 +21,7 @@ import (
 	"net/netip"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -30,6 +31,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/apimachinery/pkg/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
@@ -67,7 +69,21 @@ const (
 	maxKeptManagers = 8
 	// maxFieldManagerBytes is a field manager's limit.
 	maxFieldManagerBytes = 128
+	// MaxExportedEntries is the most labels, and the most annotations, a
+	// ServiceExport may export (spec.exportedLabels and
+	// spec.exportedAnnotations): an import carries them into every member.
+	MaxExportedEntries = 64
+	// MaxExportedBytes is the most bytes of their keys and values
+	// together.
+	MaxExportedBytes = 32 << 10
 )
+
+// AnnotationSlimRefused is set on a slim ServiceExport, never on a
+// member's object, when the labels or annotations it exports are past
+// their bounds: they are not kept, and the annotation says where, for the
+// export's conditions. A member's own annotations are never kept, so it
+// cannot set it.
+const AnnotationSlimRefused = "kilomesh.io/slim-refused"
 
 // The longest value of each string a slim object keeps: the API server's
 // own limit, so that a member's API server, which may send anything, gets
@@ -391,13 +407,23 @@ func cutStrings[S ~string](s []S, maxItems, n int) []S {
 	return out
 }
 
-// slimExport keeps a ServiceExport's identity, age and conditions.
+// KeepsLabel tells whether a slim object keeps the label.
+func KeepsLabel(k string) bool { return slices.Contains(keptLabels, k) }
+
+// slimExport keeps a ServiceExport's identity, age, conditions, and the
+// labels and annotations it exports, within their bounds.
 func slimExport(obj runtime.Object) runtime.Object {
 	e, ok := obj.(*mcsv1beta1.ServiceExport)
 	if !ok {
 		return obj
 	}
 	out := &mcsv1beta1.ServiceExport{ObjectMeta: slimMeta(e.ObjectMeta)}
+	if why := exportedPastBounds(&e.Spec); why != "" {
+		out.Annotations = map[string]string{AnnotationSlimRefused: why}
+	} else {
+		out.Spec.ExportedLabels = copyMap(e.Spec.ExportedLabels)
+		out.Spec.ExportedAnnotations = copyMap(e.Spec.ExportedAnnotations)
+	}
 	for _, m := range e.ManagedFields {
 		if len(out.ManagedFields) == maxKeptManagers {
 			break
@@ -416,6 +442,41 @@ func slimExport(obj runtime.Object) runtime.Object {
 	return out
 }
 
+// exportedPastBounds says which of the labels and annotations an export
+// exports are past the bounds kilomesh carries, with the field path, or
+// "". Nothing is cut: a cut label would be carried as another one.
+func exportedPastBounds(spec *mcsv1beta1.ServiceExportSpec) string {
+	path := field.NewPath("spec")
+	total := 0
+	for _, m := range []struct {
+		name string
+		m    map[string]string
+	}{{"exportedLabels", spec.ExportedLabels}, {"exportedAnnotations", spec.ExportedAnnotations}} {
+		if len(m.m) > MaxExportedEntries {
+			return field.TooMany(path.Child(m.name), len(m.m), MaxExportedEntries).Error()
+		}
+		for k, v := range m.m {
+			total += len(k) + len(v)
+		}
+	}
+	if total > MaxExportedBytes {
+		return field.TooLong(path.Child("exportedLabels"), "", MaxExportedBytes).Error() + " (with spec.exportedAnnotations: " + strconv.Itoa(total) + " bytes)"
+	}
+	return ""
+}
+
+// copyMap copies a map whose strings are within bounds, sharing nothing.
+func copyMap(m map[string]string) map[string]string {
+	if len(m) == 0 {
+		return nil
+	}
+	out := make(map[string]string, len(m))
+	for k, v := range m {
+		out[strings.Clone(k)] = strings.Clone(v)
+	}
+	return out
+}
+
 // slimService keeps what an export and an import read of a Service.
 func slimService(obj runtime.Object) runtime.Object {
 	s, ok := obj.(*corev1.Service)
@@ -423,12 +484,18 @@ func slimService(obj runtime.Object) runtime.Object {
 		return obj
 	}
 	out := &corev1.Service{ObjectMeta: slimMeta(s.ObjectMeta), Spec: corev1.ServiceSpec{
-		Type:            corev1.ServiceType(cut(string(s.Spec.Type), maxWordBytes)),
-		ClusterIP:       cut(s.Spec.ClusterIP, maxAddressBytes),
-		ClusterIPs:      cutStrings(s.Spec.ClusterIPs, 2, maxAddressBytes),
-		SessionAffinity: corev1.ServiceAffinity(cut(string(s.Spec.SessionAffinity), maxWordBytes)),
-		IPFamilies:      cutStrings(s.Spec.IPFamilies, 2, maxWordBytes),
+		Type:                corev1.ServiceType(cut(string(s.Spec.Type), maxWordBytes)),
+		ClusterIP:           cut(s.Spec.ClusterIP, maxAddressBytes),
+		ClusterIPs:          cutStrings(s.Spec.ClusterIPs, 2, maxAddressBytes),
+		SessionAffinity:     corev1.ServiceAffinity(cut(string(s.Spec.SessionAffinity), maxWordBytes)),
+		IPFamilies:          cutStrings(s.Spec.IPFamilies, 2, maxWordBytes),
+		TrafficDistribution: cutPtr(s.Spec.TrafficDistribution, maxQualifiedBytes),
 	}}
+	if p := s.Spec.InternalTrafficPolicy; p != nil {
+		v := corev1.ServiceInternalTrafficPolicy(cut(string(*p), maxWordBytes))
+		out.Spec.InternalTrafficPolicy = &v
+	}
+	out.Spec.SessionAffinityConfig = slimAffinityConfig(s.Spec.SessionAffinityConfig)
 	if len(s.Spec.Selector) > 0 {
 		out.Spec.Selector = map[string]string{"": ""}
 	}
@@ -497,11 +564,9 @@ func slimImport(obj runtime.Object) runtime.Object {
 		v := corev1.ServiceInternalTrafficPolicy(cut(string(*p), maxWordBytes))
 		out.Spec.InternalTrafficPolicy = &v
 	}
-	if c := in.SessionAffinityConfig; c != nil {
-		out.Spec.SessionAffinityConfig = &corev1.SessionAffinityConfig{}
-		if c.ClientIP != nil {
-			out.Spec.SessionAffinityConfig.ClientIP = &corev1.ClientIPConfig{TimeoutSeconds: copyPtr(c.ClientIP.TimeoutSeconds)}
-		}
+	out.Spec.SessionAffinityConfig = slimAffinityConfig(in.SessionAffinityConfig)
+	if v, ok := s.Annotations[meshv1alpha1.AnnotationExportedMetadata]; ok {
+		out.Annotations = map[string]string{meshv1alpha1.AnnotationExportedMetadata: cut(v, maxAddressBytes)}
 	}
 	for _, p := range in.Ports[:min(len(in.Ports), maxKeptPorts)] {
 		out.Spec.Ports = append(out.Spec.Ports, mcsv1beta1.ServicePort{
@@ -511,6 +576,18 @@ func slimImport(obj runtime.Object) runtime.Object {
 	}
 	for _, c := range s.Status.Clusters[:min(len(s.Status.Clusters), maxKeptClusters)] {
 		out.Status.Clusters = append(out.Status.Clusters, mcsv1beta1.ClusterStatus{Cluster: cut(c.Cluster, maxLabelBytes)})
+	}
+	return out
+}
+
+// slimAffinityConfig keeps the timeout of a session affinity config.
+func slimAffinityConfig(c *corev1.SessionAffinityConfig) *corev1.SessionAffinityConfig {
+	if c == nil {
+		return nil
+	}
+	out := &corev1.SessionAffinityConfig{}
+	if c.ClientIP != nil {
+		out.ClientIP = &corev1.ClientIPConfig{TimeoutSeconds: copyPtr(c.ClientIP.TimeoutSeconds)}
 	}
 	return out
 }

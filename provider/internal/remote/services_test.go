@@ -17,6 +17,8 @@ limitations under the License.
 package remote
 
 import (
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -24,6 +26,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 
 	"github.com/kilomesh/kilomesh/provider/internal/clients"
 )
@@ -92,5 +96,66 @@ func TestSlimServiceKeepsMaker(t *testing.T) {
 				t.Errorf("managed fields, -want, +got:\n%s", diff)
 			}
 		})
+	}
+}
+
+// TestSlimExportKeepsExported: a slim ServiceExport keeps the labels and
+// annotations it exports within their bounds, whole; past them it keeps
+// none, and says where, since a cut label would be carried as another.
+func TestSlimExportKeepsExported(t *testing.T) {
+	many := map[string]string{}
+	for i := range MaxExportedEntries + 1 {
+		many["k"+strconv.Itoa(i)] = "v"
+	}
+	cases := map[string]struct {
+		reason string
+		spec   mcsv1beta1.ServiceExportSpec
+		want   mcsv1beta1.ServiceExportSpec
+		says   string
+	}{
+		"Kept": {
+			reason: "Labels and annotations within bounds are kept as they are.",
+			spec:   mcsv1beta1.ServiceExportSpec{ExportedLabels: map[string]string{"a": "b"}, ExportedAnnotations: map[string]string{"c": "d"}},
+			want:   mcsv1beta1.ServiceExportSpec{ExportedLabels: map[string]string{"a": "b"}, ExportedAnnotations: map[string]string{"c": "d"}},
+		},
+		"TooManyLabels": {
+			reason: "More labels than an import carries: none kept.",
+			spec:   mcsv1beta1.ServiceExportSpec{ExportedLabels: many, ExportedAnnotations: map[string]string{"c": "d"}},
+			says:   "spec.exportedLabels: Too many",
+		},
+		"TooManyBytes": {
+			reason: "Annotations past the bytes an import carries: none kept.",
+			spec:   mcsv1beta1.ServiceExportSpec{ExportedAnnotations: map[string]string{"c": strings.Repeat("x", MaxExportedBytes)}},
+			says:   "Too long",
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			got := slimExport(&mcsv1beta1.ServiceExport{
+				ObjectMeta: metav1.ObjectMeta{Name: "x", Annotations: map[string]string{AnnotationSlimRefused: "forged"}},
+				Spec:       tc.spec,
+			}).(*mcsv1beta1.ServiceExport)
+			if diff := cmp.Diff(tc.want, got.Spec); diff != "" {
+				t.Errorf("%s\nspec, -want, +got:\n%s", tc.reason, diff)
+			}
+			if why := got.Annotations[AnnotationSlimRefused]; !strings.Contains(why, tc.says) || (tc.says == "" && why != "") {
+				t.Errorf("%s\nrefused: %q, want it to say %q", tc.reason, why, tc.says)
+			}
+		})
+	}
+}
+
+// TestSlimServiceKeepsWhatImportsCarry: a slim Service keeps what an
+// import carries of it.
+func TestSlimServiceKeepsWhatImportsCarry(t *testing.T) {
+	spec := corev1.ServiceSpec{
+		SessionAffinity:       corev1.ServiceAffinityClientIP,
+		SessionAffinityConfig: &corev1.SessionAffinityConfig{ClientIP: &corev1.ClientIPConfig{TimeoutSeconds: ptr.To[int32](10)}},
+		InternalTrafficPolicy: ptr.To(corev1.ServiceInternalTrafficPolicyLocal),
+		TrafficDistribution:   ptr.To(corev1.ServiceTrafficDistributionPreferClose),
+	}
+	got := slimService(&corev1.Service{Spec: spec}).(*corev1.Service).Spec
+	if diff := cmp.Diff(spec, got); diff != "" {
+		t.Errorf("spec, -want, +got:\n%s", diff)
 	}
 }

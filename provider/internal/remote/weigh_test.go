@@ -18,6 +18,7 @@ package remote
 
 import (
 	"encoding/json"
+	"fmt"
 	"reflect"
 	"runtime"
 	"strconv"
@@ -71,7 +72,9 @@ func hostileSlice(i int) kruntime.Object {
 func hostileService(i int) kruntime.Object {
 	s := &corev1.Service{ObjectMeta: hostileMeta(i), Spec: corev1.ServiceSpec{
 		Type: corev1.ServiceType(huge('t', 16<<10)), ClusterIP: huge('1', 16<<10), SessionAffinity: corev1.ServiceAffinity(huge('s', 16<<10)),
-		Selector: map[string]string{"app": huge('a', 16<<10)},
+		Selector:              map[string]string{"app": huge('a', 16<<10)},
+		InternalTrafficPolicy: ptr.To(corev1.ServiceInternalTrafficPolicy(huge('i', 16<<10))), TrafficDistribution: ptr.To(huge('d', 16<<10)),
+		SessionAffinityConfig: &corev1.SessionAffinityConfig{ClientIP: &corev1.ClientIPConfig{TimeoutSeconds: ptr.To(int32(10))}},
 	}}
 	for range 1000 {
 		s.Spec.ClusterIPs = append(s.Spec.ClusterIPs, huge('1', 1<<10))
@@ -85,6 +88,19 @@ func hostileExport(i int) kruntime.Object {
 	e := &mcsv1beta1.ServiceExport{ObjectMeta: hostileMeta(i)}
 	for range 1000 {
 		e.Status.Conditions = append(e.Status.Conditions, metav1.Condition{Type: huge('t', 8<<10), Status: metav1.ConditionStatus(huge('s', 8<<10)), Reason: huge('r', 8<<10), Message: huge('m', 8<<10)})
+	}
+	return e
+}
+
+// fullExport is a ServiceExport that exports as many labels and
+// annotations as are kept, of as many bytes: many small strings in maps.
+func fullExport(i int) kruntime.Object {
+	e := &mcsv1beta1.ServiceExport{ObjectMeta: hostileMeta(i), Spec: mcsv1beta1.ServiceExportSpec{
+		ExportedLabels: map[string]string{}, ExportedAnnotations: map[string]string{},
+	}}
+	for j := range MaxExportedEntries {
+		e.Spec.ExportedLabels[fmt.Sprintf("l%03d", j)+huge('k', 100)] = huge('v', 63)
+		e.Spec.ExportedAnnotations[fmt.Sprintf("a%03d", j)+huge('k', 100)] = huge('w', 160)
 	}
 	return e
 }
@@ -156,10 +172,11 @@ func TestWeighHolds(t *testing.T) {
 		build  func(int) kruntime.Object
 		slim   func(kruntime.Object) kruntime.Object
 	}{
-		"EndpointSlice": {reason: "Host names, addresses, port names and metadata are kept only up to their API limits, and weighed byte for byte.", build: hostileSlice, slim: slimSlice},
-		"Service":       {reason: "At most two cluster IPs and IP families are kept, and 256 ports, each cut.", build: hostileService, slim: slimService},
-		"ServiceExport": {reason: "At most 16 conditions are kept, each string cut.", build: hostileExport, slim: slimExport},
-		"ServiceImport": {reason: "An import's spec and clusters are kept only within their limits.", build: hostileImport, slim: slimImport},
+		"EndpointSlice":         {reason: "Host names, addresses, port names and metadata are kept only up to their API limits, and weighed byte for byte.", build: hostileSlice, slim: slimSlice},
+		"Service":               {reason: "At most two cluster IPs and IP families are kept, and 256 ports, each cut.", build: hostileService, slim: slimService},
+		"ServiceExport":         {reason: "At most 16 conditions are kept, each string cut; exported labels and annotations past their bounds are not kept.", build: hostileExport, slim: slimExport},
+		"ServiceExportAtBounds": {reason: "Exported labels and annotations within their bounds are kept whole, and weighed.", build: fullExport, slim: slimExport},
+		"ServiceImport":         {reason: "An import's spec and clusters are kept only within their limits.", build: hostileImport, slim: slimImport},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

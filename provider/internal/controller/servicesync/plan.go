@@ -17,6 +17,8 @@ limitations under the License.
 package servicesync
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"net/netip"
 	"slices"
@@ -27,6 +29,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/utils/ptr"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 
@@ -49,8 +52,15 @@ const ConditionEndpointsRefused = "kilomesh.io/EndpointsRefused"
 const (
 	ReasonEndpointsRefused = "EndpointsOutsideNetworks"
 	ReasonAllRoutable      = "AllRoutable"
-	maxRefusedListed       = 3
-	maxConflictMessage     = 512
+	// ReasonInvalidExport: Valid=False, the labels or annotations the
+	// ServiceExport exports could not be carried (past their bounds, or
+	// keys or values the API server refuses).
+	ReasonInvalidExport = "InvalidExportedMetadata"
+	// ReasonInvalidService: Valid=False, the Service holds what no Service
+	// may, which only a member's own API server could hand out.
+	ReasonInvalidService = "InvalidServiceSpec"
+	maxRefusedListed     = 3
+	maxConflictMessage   = 512
 	// maxEndpoints is what one EndpointSlice holds.
 	maxEndpoints = 1000
 )
@@ -145,6 +155,14 @@ type candidate struct {
 	conflict metav1.Condition
 	typ      mcsv1beta1.ServiceImportType
 	ports    []mcsv1beta1.ServicePort
+	// labels and annotations the export exports, as an import carries
+	// them.
+	labels, annotations map[string]string
+	// dropped are the ports of the export the ClusterSet does not take.
+	dropped []string
+	// lost tells whether the ClusterSet left out anything of the export:
+	// its type, a port, a property where another export won.
+	lost bool
 	// endpoints accepted, their ports, and the addresses refused.
 	endpoints []discoveryv1.Endpoint
 	epPorts   []discoveryv1.EndpointPort
@@ -264,8 +282,8 @@ func planNamespace(p *Plan, in Input, ns string, exporters []*Exporter, kept map
 			}
 			p.Seen = append(p.Seen, v1alpha1.ExportSeen{Service: key.Service, Cluster: key.Cluster, Since: c.seen})
 		}
-		resolve(cands)
-		imp, problem := importOf(in, ns, n, cands, kept, have)
+		ports := resolve(cands)
+		imp, problem := importOf(in, ns, n, cands, ports, kept, have)
 		if problem != nil {
 			p.Problems = append(p.Problems, *problem)
 			continue
@@ -305,7 +323,7 @@ func candidatesOf(in Input, ns string, exporters []*Exporter) (map[string][]*can
 				continue
 			}
 			c := &candidate{e: e, export: x, svc: services[x.Name]}
-			validate(c)
+			validate(c, in.Selector)
 			if e == exporters[0] {
 				c.writes = writesConditions(in.Manager, x)
 				mine = append(mine, c)
@@ -367,7 +385,7 @@ func countExport(p *Plan, c *candidate) {
 	if valid && !c.excluded {
 		p.Exported++
 	}
-	if !valid || c.conflict.Status == metav1.ConditionTrue || len(c.refused) > 0 {
+	if !valid || c.lost || len(c.refused) > 0 {
 		p.Refused++
 	}
 	if !c.writes {
@@ -406,16 +424,32 @@ func planDeletions(p *Plan, selector map[string]string, local *remote.ServiceVie
 	}
 }
 
-// validate sets the Valid condition of an export: its Service must exist
-// and have a ClusterIP or be headless.
-func validate(c *candidate) {
+// validate sets the Valid condition of an export: its Service must exist,
+// have a ClusterIP or be headless, and hold what a Service may; the labels
+// and annotations it exports must be ones an import can carry.
+func validate(c *candidate, selector map[string]string) {
+	var (
+		left    []string
+		badMeta string
+	)
+	if c.svc != nil {
+		c.labels, c.annotations, left, badMeta = exportedMetadata(c.export, selector)
+	}
 	switch {
 	case c.svc == nil:
 		c.valid = cond(mcsv1beta1.ServiceExportConditionValid, false, mcsv1beta1.ServiceExportReasonNoService, "the Service "+c.export.Name+" does not exist")
 	case c.svc.Spec.Type == corev1.ServiceTypeExternalName:
 		c.valid = cond(mcsv1beta1.ServiceExportConditionValid, false, mcsv1beta1.ServiceExportReasonInvalidServiceType, "a Service of type ExternalName cannot be exported")
+	case badMeta != "":
+		c.valid = cond(mcsv1beta1.ServiceExportConditionValid, false, ReasonInvalidExport, safeMessage(badMeta))
+	case invalidService(c.svc) != "":
+		c.valid = cond(mcsv1beta1.ServiceExportConditionValid, false, ReasonInvalidService, safeMessage("the Service: "+invalidService(c.svc)))
 	default:
-		c.valid = cond(mcsv1beta1.ServiceExportConditionValid, true, mcsv1beta1.ServiceExportReasonValid, "the Service is exported")
+		msg := "the Service is exported"
+		if len(left) > 0 {
+			msg += "; not carried to the imports, as kilomesh and MCS own them: " + strings.Join(left, ", ")
+		}
+		c.valid = cond(mcsv1beta1.ServiceExportConditionValid, true, mcsv1beta1.ServiceExportReasonValid, safeMessage(msg))
 		c.typ = mcsv1beta1.ClusterSetIP
 		if c.svc.Spec.ClusterIP == corev1.ClusterIPNone {
 			c.typ = mcsv1beta1.Headless
@@ -502,13 +536,15 @@ func inside(nets []netip.Prefix, a netip.Addr) bool {
 	return false
 }
 
-// resolve applies MCS's conflict rule to the exporters of one Service: the
-// oldest ServiceExport wins, by when the provider first saw it (never the
-// creation time the exporter claims, which a member's API server may
-// forge), then by cluster ID. An export of another type is left out; a
-// port or session affinity in conflict is taken from the winner, and the
-// export is still imported.
-func resolve(cands []*candidate) {
+// resolve applies MCS's conflict rule to the exporters of one Service, and
+// returns the ClusterSet's ports. The oldest ServiceExport wins, by when
+// the provider first saw it (never the creation time the exporter claims,
+// which a member's API server may forge), then by cluster ID. An export of
+// another type is left out; the ports are the union of the others', and
+// any other property in conflict is the winner's, the export still
+// imported. A conflict is reported on every export of the Service, the
+// winner's too, as MCS recommends, each naming the clusters that differ.
+func resolve(cands []*candidate) []mcsv1beta1.ServicePort {
 	sort.SliceStable(cands, func(i, j int) bool {
 		a, b := cands[i].seen, cands[j].seen
 		if !a.Equal(&b) {
@@ -517,15 +553,158 @@ func resolve(cands []*candidate) {
 		return cands[i].e.ClusterID < cands[j].e.ClusterID
 	})
 	win := cands[0]
+	var clashes []clash
+	typ := clash{reason: mcsv1beta1.ServiceExportReasonTypeConflict, what: "type"}
 	for _, c := range cands[1:] {
-		switch {
-		case c.typ != win.typ:
-			c.excluded = true
-			c.conflict = conflictWith(mcsv1beta1.ServiceExportReasonTypeConflict, win, fmt.Sprintf("the Service is %s, the ClusterSet's is %s", c.typ, win.typ))
-		case c.svc.Spec.SessionAffinity != win.svc.Spec.SessionAffinity && c.svc.Spec.SessionAffinity != "" && win.svc.Spec.SessionAffinity != "":
-			c.conflict = conflictWith(mcsv1beta1.ServiceExportReasonSessionAffinityConflict, win, "its session affinity "+string(c.svc.Spec.SessionAffinity)+" is not the ClusterSet's "+string(win.svc.Spec.SessionAffinity))
+		if c.typ != win.typ {
+			c.excluded, c.lost = true, true
+			typ.others = append(typ.others, c.e.ClusterID)
 		}
 	}
+	if len(typ.others) > 0 {
+		clashes = append(clashes, typ)
+	}
+	ports, portClash := mergePorts(cands)
+	if len(portClash.others) > 0 {
+		clashes = append(clashes, portClash)
+	}
+	for _, pr := range properties {
+		cl := clash{reason: pr.reason, what: pr.what}
+		w := pr.value(win)
+		for _, c := range cands[1:] {
+			v := pr.value(c)
+			if c.excluded || v == w || (pr.onlySet && (v == "" || w == "")) {
+				continue
+			}
+			c.lost = true
+			cl.others = append(cl.others, c.e.ClusterID)
+		}
+		if len(cl.others) > 0 {
+			clashes = append(clashes, cl)
+		}
+	}
+	for _, c := range cands {
+		c.conflict = conflictOf(c, win, clashes)
+	}
+	return ports
+}
+
+// A clash is one property on which the exports of a Service differ: the
+// reason MCS gives it, what it is, and the clusters whose export differs
+// from the winner's.
+type clash struct {
+	reason mcsv1beta1.ServiceExportConditionReason
+	what   string
+	others []string
+}
+
+// A property of an export that every export of a Service must share.
+type property struct {
+	reason mcsv1beta1.ServiceExportConditionReason
+	what   string
+	value  func(*candidate) string
+	// onlySet compares exports that both set it: a session affinity's
+	// timeout is compared only between exports of ClientIP affinity.
+	onlySet bool
+}
+
+var properties = []property{
+	{reason: mcsv1beta1.ServiceExportReasonSessionAffinityConflict, what: "session affinity", value: func(c *candidate) string { return string(affinityOf(c.svc)) }},
+	{reason: mcsv1beta1.ServiceExportReasonSessionAffinityConfigConflict, what: "session affinity timeout", onlySet: true, value: func(c *candidate) string {
+		if affinityOf(c.svc) != corev1.ServiceAffinityClientIP {
+			return ""
+		}
+		return fmt.Sprintf("%ds", timeoutOf(c.svc))
+	}},
+	{reason: mcsv1beta1.ServiceExportReasonInternalTrafficPolicyConflict, what: "internal traffic policy", value: func(c *candidate) string {
+		return string(ptr.Deref(c.svc.Spec.InternalTrafficPolicy, corev1.ServiceInternalTrafficPolicyCluster))
+	}},
+	{reason: mcsv1beta1.ServiceExportReasonTrafficDistributionConflict, what: "traffic distribution", value: func(c *candidate) string {
+		return ptr.Deref(c.svc.Spec.TrafficDistribution, "")
+	}},
+	{reason: mcsv1beta1.ServiceExportReasonLabelsConflict, what: "exported labels", value: func(c *candidate) string { return canonical(c.labels) }},
+	{reason: mcsv1beta1.ServiceExportReasonAnnotationsConflict, what: "exported annotations", value: func(c *candidate) string { return canonical(c.annotations) }},
+}
+
+// conflictOf is the Conflict condition of one export of a Service: True on
+// every export when any clash, its reasons joined by commas as MCS allows,
+// its message naming the clusters that differ and the one that won.
+func conflictOf(c, win *candidate, clashes []clash) metav1.Condition {
+	if len(clashes) == 0 {
+		return cond(mcsv1beta1.ServiceExportConditionConflict, false, mcsv1beta1.ServiceExportReasonNoConflicts, "no conflict with the other exporters of the Service")
+	}
+	reasons := make([]string, 0, len(clashes))
+	msgs := make([]string, 0, len(clashes)+1)
+	for _, cl := range clashes {
+		// An export left out for its type shares no other property.
+		if c.excluded && cl.reason != mcsv1beta1.ServiceExportReasonTypeConflict {
+			continue
+		}
+		reasons = append(reasons, string(cl.reason))
+		var m string
+		switch {
+		case slices.Contains(cl.others, c.e.ClusterID):
+			m = fmt.Sprintf("its %s: not the ClusterSet's", cl.what)
+		case c == win:
+			m = fmt.Sprintf("the %s of %s: not this export's", cl.what, clusters(cl.others))
+		default:
+			m = fmt.Sprintf("the %s of %s: not the ClusterSet's", cl.what, clusters(cl.others))
+		}
+		switch {
+		case cl.reason == mcsv1beta1.ServiceExportReasonTypeConflict && c.excluded:
+			m = fmt.Sprintf("the Service is %s, the ClusterSet's is %s: its endpoints are not imported", c.typ, win.typ)
+		case cl.reason == mcsv1beta1.ServiceExportReasonPortConflict:
+			m += " (the ClusterSet has the union of the ports"
+			if len(c.dropped) > 0 {
+				m += ", without this export's " + strings.Join(c.dropped, "; ")
+			}
+			m += ")"
+		}
+		msgs = append(msgs, string(cl.reason)+": "+m)
+	}
+	if c == win {
+		msgs = append(msgs, "this export, seen first, wins")
+	} else {
+		msgs = append(msgs, "the export seen first, of cluster "+win.e.ClusterID+", wins")
+	}
+	return cond(mcsv1beta1.ServiceExportConditionConflict, true, mcsv1beta1.ServiceExportConditionReason(strings.Join(reasons, ",")), safeMessage(strings.Join(msgs, "; ")))
+}
+
+// clusters names clusters in a message.
+func clusters(ids []string) string {
+	if len(ids) == 1 {
+		return "cluster " + ids[0]
+	}
+	return "clusters " + strings.Join(ids, ", ")
+}
+
+// canonical is a map in one string, sorted, to compare.
+func canonical(m map[string]string) string {
+	var b strings.Builder
+	for _, k := range sortedKeys(m) {
+		b.WriteString(k)
+		b.WriteByte(0)
+		b.WriteString(m[k])
+		b.WriteByte(0)
+	}
+	return b.String()
+}
+
+// affinityOf is a Service's session affinity: None unless ClientIP.
+func affinityOf(s *corev1.Service) corev1.ServiceAffinity {
+	if s.Spec.SessionAffinity == corev1.ServiceAffinityClientIP {
+		return corev1.ServiceAffinityClientIP
+	}
+	return corev1.ServiceAffinityNone
+}
+
+// timeoutOf is the timeout of a Service's ClientIP affinity, Kubernetes'
+// default when it sets none.
+func timeoutOf(s *corev1.Service) int32 {
+	if c := s.Spec.SessionAffinityConfig; c != nil && c.ClientIP != nil && c.ClientIP.TimeoutSeconds != nil {
+		return *c.ClientIP.TimeoutSeconds
+	}
+	return corev1.DefaultClientIPServiceAffinitySeconds
 }
 
 // mergePorts merges the ports of the exports of one Service by MCS's
@@ -535,56 +714,173 @@ func resolve(cands []*candidate) {
 // of one protocol and number, and a name on each when there are several.
 // A port a Service could not carry (a name that is not a DNS label, a
 // number out of range, an unknown protocol or appProtocol) is dropped. A
-// port dropped is reported on its export; the others are imported.
-func mergePorts(cands []*candidate) []mcsv1beta1.ServicePort {
+// port dropped is reported on its export; the others are imported. Ports
+// that differ among the exports are a clash, named by the clusters whose
+// ports differ from the winner's.
+func mergePorts(cands []*candidate) ([]mcsv1beta1.ServicePort, clash) {
 	var out []mcsv1beta1.ServicePort
 	byName := map[string]mcsv1beta1.ServicePort{}
 	byNumber := map[string]mcsv1beta1.ServicePort{}
 	win := cands[0]
+	cl := clash{reason: mcsv1beta1.ServiceExportReasonPortConflict, what: "ports"}
+	winPorts := portSet(win.ports)
 	for _, c := range cands {
 		if c.excluded {
 			continue
 		}
-		var dropped []string
-		conflict := false
 		for _, pt := range c.ports {
 			if why := invalidPort(pt); why != "" {
-				dropped = append(dropped, why)
+				c.dropped = append(c.dropped, why)
 				continue
 			}
 			number := fmt.Sprintf("%d/%s", pt.Port, protocol(pt.Protocol))
 			have, named := byName[pt.Name]
 			other, numbered := byNumber[number]
 			switch {
-			case named && have.Port == pt.Port && protocol(have.Protocol) == protocol(pt.Protocol):
+			case named && portString(have) == portString(pt):
 				// The same port.
 			case named:
-				conflict = true
-				dropped = append(dropped, fmt.Sprintf("port %q is %s here, %d/%s in the ClusterSet", pt.Name, number, have.Port, protocol(have.Protocol)))
+				c.dropped = append(c.dropped, fmt.Sprintf("port %q (%s), which is %d/%s in the ClusterSet", pt.Name, portString(pt), have.Port, protocol(have.Protocol)))
 			case numbered:
-				conflict = true
-				dropped = append(dropped, fmt.Sprintf("port %s is named %q here, %q in the ClusterSet", number, pt.Name, other.Name))
+				c.dropped = append(c.dropped, fmt.Sprintf("port %s named %q, which is %q in the ClusterSet", number, pt.Name, other.Name))
 			case len(out) > 0 && (pt.Name == "" || unnamed(byName)):
-				conflict = true
-				dropped = append(dropped, fmt.Sprintf("port %s is unnamed here or in the ClusterSet, which has other ports: a Service of several ports names each", number))
+				c.dropped = append(c.dropped, fmt.Sprintf("port %s, unnamed here or in the ClusterSet, which has other ports: a Service of several ports names each", number))
 			default:
 				byName[pt.Name] = pt
 				byNumber[number] = pt
 				out = append(out, pt)
 			}
 		}
-		if len(dropped) == 0 || (c.conflict.Status == metav1.ConditionTrue && c.conflict.Reason != string(mcsv1beta1.ServiceExportReasonPortConflict)) {
-			continue
+		if len(c.dropped) > 0 {
+			c.lost = true
 		}
-		msg := "ports not imported: " + strings.Join(dropped, "; ")
-		if conflict && c != win {
-			c.conflict = conflictWith(mcsv1beta1.ServiceExportReasonPortConflict, win, msg)
-		} else {
-			c.conflict = cond(mcsv1beta1.ServiceExportConditionConflict, true, mcsv1beta1.ServiceExportReasonPortConflict, safeMessage(msg))
+		if c != win && (len(c.dropped) > 0 || portSet(c.ports) != winPorts) {
+			cl.others = append(cl.others, c.e.ClusterID)
 		}
 	}
-	return out
+	if len(win.dropped) > 0 && len(cl.others) == 0 {
+		// The winner's own port no Service could carry.
+		cl.others = []string{win.e.ClusterID}
+	}
+	return out, cl
 }
+
+// portString is a port's number, protocol and appProtocol.
+func portString(pt mcsv1beta1.ServicePort) string {
+	s := fmt.Sprintf("%d/%s", pt.Port, protocol(pt.Protocol))
+	if pt.AppProtocol != nil {
+		s += " " + *pt.AppProtocol
+	}
+	return s
+}
+
+// portSet is the ports of an export in one string, to compare.
+func portSet(ports []mcsv1beta1.ServicePort) string {
+	out := make([]string, 0, len(ports))
+	for _, pt := range ports {
+		out = append(out, pt.Name+"="+portString(pt))
+	}
+	sort.Strings(out)
+	return strings.Join(out, ",")
+}
+
+// exportedMetadata returns the labels and annotations an export exports
+// as an import carries them, the keys it leaves out (kilomesh's own and
+// MCS's, the mesh's selector's), and why they cannot be carried at all, or
+// "": keys and values the API server would refuse, or past kilomesh's
+// bounds (see remote.MaxExportedEntries), named by their field path.
+func exportedMetadata(x *mcsv1beta1.ServiceExport, selector map[string]string) (labels, annotations map[string]string, left []string, why string) {
+	if r := x.Annotations[remote.AnnotationSlimRefused]; r != "" {
+		return nil, nil, nil, r
+	}
+	spec := field.NewPath("spec")
+	total := 0
+	check := func(name string, m map[string]string, value func(string) []string) (map[string]string, string) {
+		path := spec.Child(name)
+		if len(m) > remote.MaxExportedEntries {
+			return nil, field.TooMany(path, len(m), remote.MaxExportedEntries).Error()
+		}
+		var out map[string]string
+		for _, k := range sortedKeys(m) {
+			v := m[k]
+			total += len(k) + len(v)
+			if msgs := validation.IsQualifiedName(k); len(msgs) > 0 {
+				return nil, field.Invalid(path.Key(k), k, strings.Join(msgs, "; ")).Error()
+			}
+			if msgs := value(v); len(msgs) > 0 {
+				return nil, field.Invalid(path.Key(k), v, strings.Join(msgs, "; ")).Error()
+			}
+			if reservedKey(k, selector) {
+				left = append(left, path.Key(k).String())
+				continue
+			}
+			if out == nil {
+				out = map[string]string{}
+			}
+			out[k] = v
+		}
+		return out, ""
+	}
+	labels, why = check("exportedLabels", x.Spec.ExportedLabels, validation.IsValidLabelValue)
+	if why != "" {
+		return nil, nil, nil, why
+	}
+	annotations, why = check("exportedAnnotations", x.Spec.ExportedAnnotations, func(string) []string { return nil })
+	if why != "" {
+		return nil, nil, nil, why
+	}
+	if total > remote.MaxExportedBytes {
+		return nil, nil, nil, fmt.Sprintf("spec.exportedLabels and spec.exportedAnnotations: Too long: %d bytes of keys and values, more than the %d an import carries", total, remote.MaxExportedBytes)
+	}
+	return labels, annotations, left, ""
+}
+
+// reservedKey tells whether a label or annotation key is kilomesh's own or
+// MCS's, or one of the mesh's selector: an exported one of these would
+// take over or disown the import, or forge what kilomesh or MCS say of it.
+func reservedKey(k string, selector map[string]string) bool {
+	if _, ok := selector[k]; ok || k == meshv1alpha1.LabelManagedBy {
+		return true
+	}
+	prefix, _, ok := strings.Cut(k, "/")
+	if !ok {
+		return false
+	}
+	for _, own := range []string{"kilomesh.io", "multicluster.kubernetes.io"} {
+		if prefix == own || strings.HasSuffix(prefix, "."+own) {
+			return true
+		}
+	}
+	return false
+}
+
+// invalidService says what of a Service no Service may hold, as only a
+// member's own API server could hand it out, with its field path, or "".
+func invalidService(s *corev1.Service) string {
+	spec := field.NewPath("spec")
+	switch s.Spec.SessionAffinity {
+	case "", corev1.ServiceAffinityNone, corev1.ServiceAffinityClientIP:
+	default:
+		return field.NotSupported(spec.Child("sessionAffinity"), s.Spec.SessionAffinity, []string{string(corev1.ServiceAffinityClientIP), string(corev1.ServiceAffinityNone)}).Error()
+	}
+	if c := s.Spec.SessionAffinityConfig; c != nil && c.ClientIP != nil && c.ClientIP.TimeoutSeconds != nil {
+		if t := *c.ClientIP.TimeoutSeconds; t <= 0 || t > maxAffinitySeconds {
+			return field.Invalid(spec.Child("sessionAffinityConfig", "clientIP", "timeoutSeconds"), t, fmt.Sprintf("must be in the range 1-%d", maxAffinitySeconds)).Error()
+		}
+	}
+	if p := s.Spec.InternalTrafficPolicy; p != nil && *p != corev1.ServiceInternalTrafficPolicyCluster && *p != corev1.ServiceInternalTrafficPolicyLocal {
+		return field.NotSupported(spec.Child("internalTrafficPolicy"), *p, []string{string(corev1.ServiceInternalTrafficPolicyCluster), string(corev1.ServiceInternalTrafficPolicyLocal)}).Error()
+	}
+	if d := s.Spec.TrafficDistribution; d != nil {
+		if msgs := validation.IsQualifiedName(*d); len(msgs) > 0 {
+			return field.Invalid(spec.Child("trafficDistribution"), *d, strings.Join(msgs, "; ")).Error()
+		}
+	}
+	return ""
+}
+
+// maxAffinitySeconds is the longest ClientIP affinity a Service may have.
+const maxAffinitySeconds = 86400
 
 // invalidPort says why a Service could not carry a port, or "".
 func invalidPort(pt mcsv1beta1.ServicePort) string {
@@ -629,13 +925,9 @@ func protocol(p corev1.Protocol) corev1.Protocol {
 	return p
 }
 
-func conflictWith(reason mcsv1beta1.ServiceExportConditionReason, win *candidate, msg string) metav1.Condition {
-	return cond(mcsv1beta1.ServiceExportConditionConflict, true, reason, safeMessage(msg+"; the export seen first, of cluster "+win.e.ClusterID+", wins"))
-}
-
 // importOf builds what the member holds of one imported Service, or says
 // why it cannot.
-func importOf(in Input, ns, name string, cands []*candidate, kept map[string]bool, have held) (*Import, *v1alpha1.ServiceProblem) {
+func importOf(in Input, ns, name string, cands []*candidate, ports []mcsv1beta1.ServicePort, kept map[string]bool, have held) (*Import, *v1alpha1.ServiceProblem) {
 	derived := v1alpha1.DerivedName(in.Owner, ns, name)
 	if problem := nameTaken(in.Selector, ns+"/"+name, derived, have.imports[name], have.services[derived]); problem != nil {
 		return nil, problem
@@ -645,18 +937,15 @@ func importOf(in Input, ns, name string, cands []*candidate, kept map[string]boo
 	for _, s := range have.slices[name] {
 		imp.HaveSlices[s.Name] = s
 	}
-	ports := mergePorts(cands)
-	clusters := clustersOf(cands, kept, have.slices[name])
+	exporters := clustersOf(cands, kept, have.slices[name])
 	fam := corev1.IPFamily(in.Family)
-	spec := mcsv1beta1.ServiceImportSpec{Type: win.typ, Ports: ports, IPFamilies: []corev1.IPFamily{fam}}
-	if win.svc.Spec.SessionAffinity == corev1.ServiceAffinityClientIP {
-		spec.SessionAffinity = corev1.ServiceAffinityClientIP
-	}
 	imp.Import = &mcsv1beta1.ServiceImport{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: withLabels(in.Selector, nil)},
-		Spec:       spec,
+		// The selector's labels come last: an exported label never takes
+		// them over.
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: withLabels(win.labels, in.Selector), Annotations: carriedAnnotations(win)},
+		Spec:       importSpec(win, ports, fam),
 	}
-	for _, id := range clusters {
+	for _, id := range exporters {
 		imp.Import.Status.Clusters = append(imp.Import.Status.Clusters, mcsv1beta1.ClusterStatus{Cluster: id})
 	}
 	sliceLabels := map[string]string{
@@ -664,7 +953,7 @@ func importOf(in Input, ns, name string, cands []*candidate, kept map[string]boo
 		discoveryv1.LabelManagedBy:  ManagedBy,
 	}
 	if win.typ == mcsv1beta1.ClusterSetIP {
-		imp.Service = derivedService(in.Selector, ns, name, derived, fam, spec)
+		imp.Service = derivedService(in.Selector, ns, name, derived, fam, imp.Import.Spec)
 		sliceLabels[discoveryv1.LabelServiceName] = derived
 	}
 	for _, c := range cands {
@@ -729,19 +1018,59 @@ func clustersOf(cands []*candidate, kept map[string]bool, haveSlices []*discover
 	return clusters
 }
 
+// importSpec is the spec of an import: the ClusterSet's type and ports,
+// the mesh's family, and what the winner's Service says of session
+// affinity, internal traffic policy and traffic distribution.
+func importSpec(win *candidate, ports []mcsv1beta1.ServicePort, fam corev1.IPFamily) mcsv1beta1.ServiceImportSpec {
+	spec := mcsv1beta1.ServiceImportSpec{
+		Type: win.typ, Ports: ports, IPFamilies: []corev1.IPFamily{fam},
+		SessionAffinity:       affinityOf(win.svc),
+		InternalTrafficPolicy: copyPtr(win.svc.Spec.InternalTrafficPolicy),
+		TrafficDistribution:   copyPtr(win.svc.Spec.TrafficDistribution),
+	}
+	if spec.SessionAffinity == corev1.ServiceAffinityClientIP {
+		spec.SessionAffinityConfig = &corev1.SessionAffinityConfig{ClientIP: &corev1.ClientIPConfig{TimeoutSeconds: ptr.To(timeoutOf(win.svc))}}
+	}
+	return spec
+}
+
+func copyPtr[T any](p *T) *T {
+	if p == nil {
+		return nil
+	}
+	v := *p
+	return &v
+}
+
+// carriedAnnotations are the annotations an import carries: those the
+// winner's ServiceExport exports and, when there are labels or
+// annotations, a hash of them all, so that a change is seen.
+func carriedAnnotations(win *candidate) map[string]string {
+	if len(win.labels)+len(win.annotations) == 0 {
+		return nil
+	}
+	out := make(map[string]string, len(win.annotations)+1)
+	for k, v := range win.annotations {
+		out[k] = v
+	}
+	sum := sha256.Sum256([]byte(canonical(win.labels) + "\x00" + canonical(win.annotations)))
+	out[meshv1alpha1.AnnotationExportedMetadata] = hex.EncodeToString(sum[:])
+	return out
+}
+
 // derivedService is the Service without a selector behind a ClusterSetIP
-// import.
+// import. It carries the import's session affinity; not its internal
+// traffic policy, since no imported endpoint is on a node of the member
+// (Local would drop every packet), nor its traffic distribution, a hint
+// the member's kube-proxy would read on EndpointSlices that hold no zone.
 func derivedService(selector map[string]string, ns, name, derived string, fam corev1.IPFamily, spec mcsv1beta1.ServiceImportSpec) *corev1.Service {
 	single := corev1.IPFamilyPolicySingleStack
 	svc := &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: derived, Labels: withLabels(selector, map[string]string{mcsv1beta1.LabelServiceName: name})},
 		Spec: corev1.ServiceSpec{
 			Type: corev1.ServiceTypeClusterIP, IPFamilies: []corev1.IPFamily{fam}, IPFamilyPolicy: &single,
-			SessionAffinity: spec.SessionAffinity,
+			SessionAffinity: spec.SessionAffinity, SessionAffinityConfig: spec.SessionAffinityConfig.DeepCopy(),
 		},
-	}
-	if spec.SessionAffinity == "" {
-		svc.Spec.SessionAffinity = corev1.ServiceAffinityNone
 	}
 	for _, pt := range spec.Ports {
 		svc.Spec.Ports = append(svc.Spec.Ports, corev1.ServicePort{Name: pt.Name, Protocol: protocol(pt.Protocol), Port: pt.Port, AppProtocol: pt.AppProtocol})

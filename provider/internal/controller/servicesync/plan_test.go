@@ -218,9 +218,9 @@ func TestPlanMergesPorts(t *testing.T) {
 		conflict string
 	}{
 		"Union": {
-			reason: "Ports of other names and numbers are merged.",
+			reason: "Ports of other names and numbers are merged, and MCS reports the ports that differ as a conflict.",
 			older:  []corev1.ServicePort{http}, newer: []corev1.ServicePort{port("grpc", 90)},
-			want: []string{"http 80/TCP", "grpc 90/TCP"},
+			want: []string{"http 80/TCP", "grpc 90/TCP"}, conflict: "PortConflict",
 		},
 		"SameNumberOtherName": {
 			reason: "Two names for 80/TCP: a Service may not carry both; the oldest's wins.",
@@ -388,5 +388,403 @@ func TestCheckNamespaces(t *testing.T) {
 	}
 	if err := checkNamespaces(field.NewPath("namespaces"), []string{"shop", "web-1"}); err != nil {
 		t.Errorf("DNS labels refused: %v", err)
+	}
+}
+
+// exportConflict returns the Conflict condition the plan writes on the
+// member's own export, as status/reason, and its message.
+func exportConflict(p Plan) (string, string) {
+	for _, st := range p.Exports {
+		for _, c := range st.Conditions {
+			if c.Type == string(mcsv1beta1.ServiceExportConditionConflict) {
+				return string(c.Status) + "/" + c.Reason, c.Message
+			}
+		}
+	}
+	return "", ""
+}
+
+// exportCondition returns a condition the plan writes on the member's own
+// export.
+func exportCondition(p Plan, typ string) metav1.Condition {
+	for _, st := range p.Exports {
+		for _, c := range st.Conditions {
+			if c.Type == typ {
+				return c
+			}
+		}
+	}
+	return metav1.Condition{}
+}
+
+// TestPlanConflictOnEveryExport: a conflict among the exports of a Service
+// is reported on every export involved, the winner's too, each naming the
+// other cluster; the ClusterSet takes the oldest export's value, and the
+// ports are the union of the exports'.
+func TestPlanConflictOnEveryExport(t *testing.T) {
+	type change func(*remote.ServiceView)
+	svc := func(f func(*corev1.ServiceSpec)) change {
+		return func(v *remote.ServiceView) { f(&v.Services[0].Spec) }
+	}
+	export := func(f func(*mcsv1beta1.ServiceExportSpec)) change {
+		return func(v *remote.ServiceView) { f(&v.Exports[0].Spec) }
+	}
+	affinity := func(timeout int32) change {
+		return svc(func(s *corev1.ServiceSpec) {
+			s.SessionAffinity = corev1.ServiceAffinityClientIP
+			s.SessionAffinityConfig = &corev1.SessionAffinityConfig{ClientIP: &corev1.ClientIPConfig{TimeoutSeconds: ptr.To(timeout)}}
+		})
+	}
+	udp := corev1.ServicePort{Name: "udp", Port: 42, Protocol: corev1.ProtocolUDP}
+	sctp := corev1.ServicePort{Name: "stcp", Port: 142, Protocol: corev1.ProtocolSCTP}
+	cases := map[string]struct {
+		reason       string
+		older, newer []corev1.ServicePort
+		changeOlder  change
+		changeNewer  change
+		conflict     string
+		ports        []string
+		check        func(*testing.T, Import)
+	}{
+		"SameEverything": {
+			reason: "Exports that agree report no conflict.",
+			older:  []corev1.ServicePort{port("tcp", 42), udp}, newer: []corev1.ServicePort{port("tcp", 42), udp},
+			conflict: "False/NoConflicts",
+			ports:    []string{"tcp 42/TCP", "udp 42/UDP"},
+		},
+		"PortUnion": {
+			reason: "Ports that differ are merged as a union, and MCS raises a PortConflict on each export (the conformance suite's union of ports).",
+			older:  []corev1.ServicePort{port("tcp", 42), udp}, newer: []corev1.ServicePort{port("tcp", 42), sctp},
+			conflict: "True/PortConflict",
+			ports:    []string{"tcp 42/TCP", "udp 42/UDP", "stcp 142/SCTP"},
+		},
+		"PortNameOtherNumber": {
+			reason: "One name on two numbers: the oldest's number, a conflict on both.",
+			older:  []corev1.ServicePort{port("tcp", 42)}, newer: []corev1.ServicePort{port("tcp", 43)},
+			conflict: "True/PortConflict",
+			ports:    []string{"tcp 42/TCP"},
+		},
+		"PortNameOtherProtocol": {
+			reason: "One name on two protocols: the oldest's, a conflict on both.",
+			older:  []corev1.ServicePort{port("tcp", 42)}, newer: []corev1.ServicePort{{Name: "tcp", Port: 42, Protocol: corev1.ProtocolUDP}},
+			conflict: "True/PortConflict",
+			ports:    []string{"tcp 42/TCP"},
+		},
+		"Headlessness": {
+			reason: "A headless export among ClusterSetIP ones: the oldest's type, a TypeConflict on both.",
+			older:  []corev1.ServicePort{port("tcp", 42)}, newer: []corev1.ServicePort{port("tcp", 42)},
+			changeNewer: svc(func(s *corev1.ServiceSpec) { s.ClusterIP = corev1.ClusterIPNone }),
+			conflict:    "True/TypeConflict",
+			ports:       []string{"tcp 42/TCP"},
+			check: func(t *testing.T, imp Import) {
+				if imp.Import.Spec.Type != mcsv1beta1.ClusterSetIP {
+					t.Errorf("type %s, want the oldest's ClusterSetIP", imp.Import.Spec.Type)
+				}
+			},
+		},
+		"SessionAffinity": {
+			reason: "ClientIP against None: the oldest's affinity.",
+			older:  []corev1.ServicePort{port("tcp", 42)}, newer: []corev1.ServicePort{port("tcp", 42)},
+			changeOlder: affinity(10),
+			changeNewer: svc(func(s *corev1.ServiceSpec) { s.SessionAffinity = corev1.ServiceAffinityNone }),
+			conflict:    "True/SessionAffinityConflict",
+			ports:       []string{"tcp 42/TCP"},
+			check: func(t *testing.T, imp Import) {
+				if imp.Import.Spec.SessionAffinity != corev1.ServiceAffinityClientIP {
+					t.Errorf("session affinity %q, want the oldest's ClientIP", imp.Import.Spec.SessionAffinity)
+				}
+			},
+		},
+		"SessionAffinityConfig": {
+			reason: "Two timeouts of ClientIP affinity: the oldest's.",
+			older:  []corev1.ServicePort{port("tcp", 42)}, newer: []corev1.ServicePort{port("tcp", 42)},
+			changeOlder: affinity(10), changeNewer: affinity(20),
+			conflict: "True/SessionAffinityConfigConflict",
+			ports:    []string{"tcp 42/TCP"},
+			check: func(t *testing.T, imp Import) {
+				c := imp.Import.Spec.SessionAffinityConfig
+				if c == nil || c.ClientIP == nil || ptr.Deref(c.ClientIP.TimeoutSeconds, 0) != 10 {
+					t.Errorf("session affinity config %+v, want the oldest's timeout of 10 s", c)
+				}
+			},
+		},
+		"InternalTrafficPolicy": {
+			reason: "Cluster against Local: the oldest's.",
+			older:  []corev1.ServicePort{port("tcp", 42)}, newer: []corev1.ServicePort{port("tcp", 42)},
+			changeOlder: svc(func(s *corev1.ServiceSpec) {
+				s.InternalTrafficPolicy = ptr.To(corev1.ServiceInternalTrafficPolicyCluster)
+			}),
+			changeNewer: svc(func(s *corev1.ServiceSpec) {
+				s.InternalTrafficPolicy = ptr.To(corev1.ServiceInternalTrafficPolicyLocal)
+			}),
+			conflict: "True/InternalTrafficPolicyConflict",
+			ports:    []string{"tcp 42/TCP"},
+		},
+		"TrafficDistribution": {
+			reason: "PreferClose against none: the oldest's.",
+			older:  []corev1.ServicePort{port("tcp", 42)}, newer: []corev1.ServicePort{port("tcp", 42)},
+			changeNewer: svc(func(s *corev1.ServiceSpec) {
+				s.TrafficDistribution = ptr.To(corev1.ServiceTrafficDistributionPreferClose)
+			}),
+			conflict: "True/TrafficDistributionConflict",
+			ports:    []string{"tcp 42/TCP"},
+			check: func(t *testing.T, imp Import) {
+				if imp.Import.Spec.TrafficDistribution != nil {
+					t.Errorf("traffic distribution %q, want the oldest's, none", *imp.Import.Spec.TrafficDistribution)
+				}
+			},
+		},
+		"Labels": {
+			reason: "Other exported labels: the oldest's are carried (the conformance suite's conflicting labels).",
+			older:  []corev1.ServicePort{port("tcp", 42)}, newer: []corev1.ServicePort{port("tcp", 42)},
+			changeOlder: export(func(s *mcsv1beta1.ServiceExportSpec) { s.ExportedLabels = map[string]string{"dummy-label": "true"} }),
+			changeNewer: export(func(s *mcsv1beta1.ServiceExportSpec) { s.ExportedLabels = map[string]string{"dummy-label2": "true"} }),
+			conflict:    "True/LabelsConflict",
+			ports:       []string{"tcp 42/TCP"},
+			check: func(t *testing.T, imp Import) {
+				if imp.Import.Labels["dummy-label"] != "true" || imp.Import.Labels["dummy-label2"] != "" {
+					t.Errorf("labels %v, want the oldest's dummy-label alone", imp.Import.Labels)
+				}
+			},
+		},
+		"Annotations": {
+			reason: "Other exported annotations: the oldest's are carried.",
+			older:  []corev1.ServicePort{port("tcp", 42)}, newer: []corev1.ServicePort{port("tcp", 42)},
+			changeOlder: export(func(s *mcsv1beta1.ServiceExportSpec) {
+				s.ExportedAnnotations = map[string]string{"dummy-annotation": "true"}
+			}),
+			changeNewer: export(func(s *mcsv1beta1.ServiceExportSpec) {
+				s.ExportedAnnotations = map[string]string{"dummy-annotation2": "true"}
+			}),
+			conflict: "True/AnnotationsConflict",
+			ports:    []string{"tcp 42/TCP"},
+			check: func(t *testing.T, imp Import) {
+				if imp.Import.Annotations["dummy-annotation"] != "true" || imp.Import.Annotations["dummy-annotation2"] != "" {
+					t.Errorf("annotations %v, want the oldest's dummy-annotation alone", imp.Import.Annotations)
+				}
+			},
+		},
+		"Several": {
+			reason: "Several conflicts at once: their reasons joined by commas, as MCS allows.",
+			older:  []corev1.ServicePort{port("tcp", 42)}, newer: []corev1.ServicePort{port("tcp", 43)},
+			changeNewer: export(func(s *mcsv1beta1.ServiceExportSpec) { s.ExportedLabels = map[string]string{"dummy-label2": "true"} }),
+			conflict:    "True/PortConflict,LabelsConflict",
+			ports:       []string{"tcp 42/TCP"},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			// Each side is planned once as the member itself, so that the
+			// plan says what its export's conditions become. The older
+			// export was seen first.
+			for _, side := range []string{"older", "newer"} {
+				older := exporting("hello", "10.1.0.5", 1, tc.older...)
+				newer := exporting("hello", "10.0.0.5", 2, tc.newer...)
+				if tc.changeOlder != nil {
+					tc.changeOlder(older)
+				}
+				if tc.changeNewer != nil {
+					tc.changeNewer(newer)
+				}
+				// The other cluster is always a: the member is "local".
+				local, source, other := newer, older, "a"
+				if side == "older" {
+					local, source = older, newer
+				}
+				in := input(local, source)
+				in.Now = metav1.Unix(2_000, 0)
+				olderID := "a"
+				if side == "older" {
+					olderID = "local"
+				}
+				in.Seen = map[SeenKey]metav1.Time{{Service: "shop/hello", Cluster: olderID}: metav1.Unix(1_000, 0)}
+				p := NewPlan(in)
+				if len(p.Imports) != 1 || len(p.Problems) != 0 {
+					t.Fatalf("%s\n%s: want hello imported, got %d imports, problems %+v", tc.reason, side, len(p.Imports), p.Problems)
+				}
+				got, msg := exportConflict(p)
+				if got != tc.conflict {
+					t.Errorf("%s\nthe %s export's Conflict is %q (%s), want %q", tc.reason, side, got, msg, tc.conflict)
+				}
+				if strings.HasPrefix(tc.conflict, "True") && !strings.Contains(msg, "cluster "+other) {
+					t.Errorf("%s\nthe %s export's Conflict message does not name cluster %s: %q", tc.reason, side, other, msg)
+				}
+				imp := p.Imports[0]
+				var ports []string
+				for _, pt := range imp.Import.Spec.Ports {
+					ports = append(ports, fmt.Sprintf("%s %d/%s", pt.Name, pt.Port, pt.Protocol))
+				}
+				if diff := cmp.Diff(tc.ports, ports); diff != "" {
+					t.Errorf("%s\n%s: ports, -want, +got:\n%s", tc.reason, side, diff)
+				}
+				if tc.check != nil {
+					tc.check(t, imp)
+				}
+			}
+		})
+	}
+}
+
+// TestPlanImportCarriesService: the import carries what the oldest
+// exporter's Service says (session affinity and its config, internal
+// traffic policy, traffic distribution, one IP family: the mesh's) and the
+// labels and annotations its ServiceExport exports, never kilomesh's own.
+func TestPlanImportCarriesService(t *testing.T) {
+	cases := map[string]struct {
+		reason string
+		spec   func(*corev1.ServiceSpec)
+		export mcsv1beta1.ServiceExportSpec
+		want   mcsv1beta1.ServiceImportSpec
+		// labels and annotations the import must have, and must not.
+		labels, annotations map[string]string
+		notLabels, notAnns  []string
+		// derived is the derived Service's session affinity config.
+		derived *corev1.SessionAffinityConfig
+		// valid is the Valid condition of the export, status/reason, and
+		// what its message says.
+		valid, validSays string
+	}{
+		"Defaults": {
+			reason: "A Service as the API server defaults it: None, Cluster, no distribution.",
+			spec: func(s *corev1.ServiceSpec) {
+				s.SessionAffinity = corev1.ServiceAffinityNone
+				s.InternalTrafficPolicy = ptr.To(corev1.ServiceInternalTrafficPolicyCluster)
+			},
+			want: mcsv1beta1.ServiceImportSpec{
+				Type: mcsv1beta1.ClusterSetIP, SessionAffinity: corev1.ServiceAffinityNone, IPFamilies: []corev1.IPFamily{corev1.IPv4Protocol},
+				InternalTrafficPolicy: ptr.To(corev1.ServiceInternalTrafficPolicyCluster),
+			},
+			valid: "True/Valid",
+		},
+		"Everything": {
+			reason: "ClientIP affinity with its timeout, a Local policy, PreferClose; the exported labels and annotations.",
+			spec: func(s *corev1.ServiceSpec) {
+				s.SessionAffinity = corev1.ServiceAffinityClientIP
+				s.SessionAffinityConfig = &corev1.SessionAffinityConfig{ClientIP: &corev1.ClientIPConfig{TimeoutSeconds: ptr.To[int32](10)}}
+				s.InternalTrafficPolicy = ptr.To(corev1.ServiceInternalTrafficPolicyLocal)
+				s.TrafficDistribution = ptr.To(corev1.ServiceTrafficDistributionPreferClose)
+			},
+			export: mcsv1beta1.ServiceExportSpec{
+				ExportedLabels:      map[string]string{"dummy-label": "true", "example.com/tier": "web"},
+				ExportedAnnotations: map[string]string{"dummy-annotation": "true"},
+			},
+			want: mcsv1beta1.ServiceImportSpec{
+				Type: mcsv1beta1.ClusterSetIP, SessionAffinity: corev1.ServiceAffinityClientIP, IPFamilies: []corev1.IPFamily{corev1.IPv4Protocol},
+				SessionAffinityConfig: &corev1.SessionAffinityConfig{ClientIP: &corev1.ClientIPConfig{TimeoutSeconds: ptr.To[int32](10)}},
+				InternalTrafficPolicy: ptr.To(corev1.ServiceInternalTrafficPolicyLocal),
+				TrafficDistribution:   ptr.To(corev1.ServiceTrafficDistributionPreferClose),
+			},
+			labels:      map[string]string{"dummy-label": "true", "example.com/tier": "web"},
+			annotations: map[string]string{"dummy-annotation": "true"},
+			derived:     &corev1.SessionAffinityConfig{ClientIP: &corev1.ClientIPConfig{TimeoutSeconds: ptr.To[int32](10)}},
+			valid:       "True/Valid",
+		},
+		"KilomeshKeysNotCarried": {
+			reason: "An exported label or annotation of kilomesh's own keys, or MCS's, would take over or disown the import: it is not carried, and the export says so.",
+			spec:   func(s *corev1.ServiceSpec) {},
+			export: mcsv1beta1.ServiceExportSpec{
+				ExportedLabels: map[string]string{
+					"kilomesh.io/mesh": "other", "app.kubernetes.io/managed-by": "helm", "multicluster.kubernetes.io/service-name": "x",
+					"services.kilomesh.io/x": "y", "dummy-label": "true",
+				},
+				ExportedAnnotations: map[string]string{"kilomesh.io/exported-metadata": "forged", "multicluster.kubernetes.io/derived-service": "x", "dummy-annotation": "true"},
+			},
+			want: mcsv1beta1.ServiceImportSpec{
+				Type: mcsv1beta1.ClusterSetIP, SessionAffinity: corev1.ServiceAffinityNone, IPFamilies: []corev1.IPFamily{corev1.IPv4Protocol},
+			},
+			labels:      withLabels(testSelector, map[string]string{"dummy-label": "true"}),
+			notLabels:   []string{"multicluster.kubernetes.io/service-name", "services.kilomesh.io/x"},
+			annotations: map[string]string{"dummy-annotation": "true"},
+			notAnns:     []string{"multicluster.kubernetes.io/derived-service"},
+			valid:       "True/Valid", validSays: "app.kubernetes.io/managed-by",
+		},
+		"BadLabelKey": {
+			reason: "A label key the API server would refuse makes the export invalid, named by its field path.",
+			spec:   func(s *corev1.ServiceSpec) {},
+			export: mcsv1beta1.ServiceExportSpec{ExportedLabels: map[string]string{"bad key!": "x"}},
+			valid:  "False/" + ReasonInvalidExport, validSays: "spec.exportedLabels[bad key!]",
+		},
+		"BadLabelValue": {
+			reason: "A label value the API server would refuse makes the export invalid.",
+			spec:   func(s *corev1.ServiceSpec) {},
+			export: mcsv1beta1.ServiceExportSpec{ExportedLabels: map[string]string{"ok": strings.Repeat("v", 64)}},
+			valid:  "False/" + ReasonInvalidExport, validSays: "spec.exportedLabels[ok]",
+		},
+		"TooManyAnnotations": {
+			reason: "More exported annotations than kilomesh carries make the export invalid.",
+			spec:   func(s *corev1.ServiceSpec) {},
+			export: mcsv1beta1.ServiceExportSpec{ExportedAnnotations: func() map[string]string {
+				m := map[string]string{}
+				for i := range remote.MaxExportedEntries + 1 {
+					m[fmt.Sprintf("a%d", i)] = "x"
+				}
+				return m
+			}()},
+			valid: "False/" + ReasonInvalidExport, validSays: "spec.exportedAnnotations",
+		},
+		"BadTimeout": {
+			reason: "A session affinity timeout no Service may have, from a member's own API server, makes the export invalid.",
+			spec: func(s *corev1.ServiceSpec) {
+				s.SessionAffinity = corev1.ServiceAffinityClientIP
+				s.SessionAffinityConfig = &corev1.SessionAffinityConfig{ClientIP: &corev1.ClientIPConfig{TimeoutSeconds: ptr.To[int32](0)}}
+			},
+			valid: "False/" + ReasonInvalidService, validSays: "spec.sessionAffinityConfig.clientIP.timeoutSeconds",
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			local := exporting("hello", "10.0.0.5", 1, port("http", 80))
+			tc.spec(&local.Services[0].Spec)
+			local.Exports[0].Spec = tc.export
+			p := NewPlan(input(local))
+			valid := exportCondition(p, string(mcsv1beta1.ServiceExportConditionValid))
+			if got := string(valid.Status) + "/" + valid.Reason; got != tc.valid || !strings.Contains(valid.Message, tc.validSays) {
+				t.Errorf("%s\nValid is %s (%q), want %s saying %q", tc.reason, got, valid.Message, tc.valid, tc.validSays)
+			}
+			if !strings.HasPrefix(tc.valid, "True") {
+				if len(p.Imports) != 0 {
+					t.Errorf("%s\nan invalid export is imported", tc.reason)
+				}
+				return
+			}
+			if len(p.Imports) != 1 {
+				t.Fatalf("%s\nwant hello imported, got %d imports, problems %+v", tc.reason, len(p.Imports), p.Problems)
+			}
+			imp := p.Imports[0]
+			got := imp.Import.Spec
+			got.Ports = nil
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("%s\nimport spec, -want, +got:\n%s", tc.reason, diff)
+			}
+			for k, v := range withLabels(testSelector, tc.labels) {
+				if imp.Import.Labels[k] != v {
+					t.Errorf("%s\nlabel %s=%q, want %q", tc.reason, k, imp.Import.Labels[k], v)
+				}
+			}
+			for _, k := range tc.notLabels {
+				if _, ok := imp.Import.Labels[k]; ok {
+					t.Errorf("%s\nlabel %s carried", tc.reason, k)
+				}
+			}
+			for k, v := range tc.annotations {
+				if imp.Import.Annotations[k] != v {
+					t.Errorf("%s\nannotation %s=%q, want %q", tc.reason, k, imp.Import.Annotations[k], v)
+				}
+			}
+			for _, k := range tc.notAnns {
+				if _, ok := imp.Import.Annotations[k]; ok {
+					t.Errorf("%s\nannotation %s carried", tc.reason, k)
+				}
+			}
+			if v := imp.Import.Annotations["kilomesh.io/exported-metadata"]; v == "forged" {
+				t.Errorf("%s\nkilomesh's own annotation taken from the export", tc.reason)
+			}
+			if diff := cmp.Diff(tc.derived, imp.Service.Spec.SessionAffinityConfig); diff != "" {
+				t.Errorf("%s\nthe derived Service's session affinity config, -want, +got:\n%s", tc.reason, diff)
+			}
+			if imp.Service.Spec.SessionAffinity != got.SessionAffinity {
+				t.Errorf("%s\nthe derived Service's session affinity is %q, the import's %q", tc.reason, imp.Service.Spec.SessionAffinity, got.SessionAffinity)
+			}
+		})
 	}
 }

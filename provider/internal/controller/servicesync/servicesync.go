@@ -21,6 +21,7 @@ package servicesync
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/netip"
 	"sort"
@@ -521,7 +522,8 @@ func writesOf(imp *Import) []write {
 	ips := importIPs(imp)
 	want := imp.Import.Spec
 	want.IPs = ips
-	if imp.HaveImport == nil || !equality.Semantic.DeepEqual(want, imp.HaveImport.Spec) || !labelsHeld(imp.Import.Labels, imp.HaveImport.Labels) {
+	if imp.HaveImport == nil || !equality.Semantic.DeepEqual(want, imp.HaveImport.Spec) || !labelsHeld(keptOf(imp.Import.Labels), imp.HaveImport.Labels) ||
+		imp.Import.Annotations[meshv1alpha1.AnnotationExportedMetadata] != imp.HaveImport.Annotations[meshv1alpha1.AnnotationExportedMetadata] {
 		out = append(out, writeImport)
 	}
 	if imp.HaveImport == nil || !equality.Semantic.DeepEqual(imp.Import.Status.Clusters, imp.HaveImport.Status.Clusters) {
@@ -538,18 +540,47 @@ func writesOf(imp *Import) []write {
 }
 
 // importIPs are the ClusterIPs of the Service behind an import, as far as
-// the member has allocated them.
+// the member has allocated them: one per IP family of the import, in their
+// order, as MCS says.
 func importIPs(imp *Import) []string {
 	if imp.Service == nil || imp.HaveService == nil {
 		return nil
 	}
-	if len(imp.HaveService.Spec.ClusterIPs) > 0 {
-		return imp.HaveService.Spec.ClusterIPs
+	return ipsOf(imp.HaveService.Spec, imp.Import.Spec.IPFamilies)
+}
+
+// ipsOf returns a Service's ClusterIPs, one of each family, in their
+// order; none unless every family has one.
+func ipsOf(spec corev1.ServiceSpec, families []corev1.IPFamily) []string {
+	all := spec.ClusterIPs
+	if len(all) == 0 && spec.ClusterIP != "" {
+		all = []string{spec.ClusterIP}
 	}
-	if ip := imp.HaveService.Spec.ClusterIP; ip != "" && ip != corev1.ClusterIPNone {
-		return []string{ip}
+	out := make([]string, 0, len(families))
+	for _, f := range families {
+		for _, ip := range all {
+			if a, err := netip.ParseAddr(ip); err == nil && a.Is4() == (f == corev1.IPv4Protocol) {
+				out = append(out, a.String())
+				break
+			}
+		}
 	}
-	return nil
+	if len(out) != len(families) || len(out) == 0 {
+		return nil
+	}
+	return out
+}
+
+// keptOf returns the labels a slim object keeps: those a comparison with
+// the member's objects may read.
+func keptOf(labels map[string]string) map[string]string {
+	out := make(map[string]string, len(labels))
+	for k, v := range labels {
+		if remote.KeepsLabel(k) {
+			out[k] = v
+		}
+	}
+	return out
 }
 
 func labelsHeld(want, have map[string]string) bool {
@@ -570,6 +601,9 @@ func sameService(want, have *corev1.Service) bool {
 		if p.Name != h.Name || p.Port != h.Port || protocol(p.Protocol) != protocol(h.Protocol) {
 			return false
 		}
+	}
+	if want.Spec.SessionAffinity == corev1.ServiceAffinityClientIP && timeoutOf(want) != timeoutOf(have) {
+		return false
 	}
 	return want.Spec.SessionAffinity == have.Spec.SessionAffinity || (want.Spec.SessionAffinity == corev1.ServiceAffinityNone && have.Spec.SessionAffinity == "")
 }
@@ -762,7 +796,7 @@ func (e *external) writeImport(ctx context.Context, imp *Import, ws []write) err
 		if err != nil {
 			return err
 		}
-		ips = svc.Spec.ClusterIPs
+		ips = ipsOf(svc.Spec, imp.Import.Spec.IPFamilies)
 	}
 	if imp.Service != nil && len(ips) == 0 {
 		return errors.Errorf("the Service %s/%s behind the import has no ClusterIP yet", imp.Namespace, imp.Service.Name)
@@ -814,6 +848,10 @@ func (e *external) putImport(ctx context.Context, imp *Import, want *mcsv1beta1.
 		}
 	} else if err := e.apply(ctx, want); err != nil {
 		return errors.Wrapf(err, errFmtApply, "ServiceImport", want.Namespace, want.Name)
+	} else if want.Annotations[meshv1alpha1.AnnotationExportedMetadata] != imp.HaveImport.Annotations[meshv1alpha1.AnnotationExportedMetadata] {
+		if err := e.dropCarried(ctx, want); err != nil {
+			return errors.Wrapf(err, errFmtApply, "ServiceImport", want.Namespace, want.Name)
+		}
 	}
 	u := &unstructured.Unstructured{Object: map[string]any{}}
 	u.SetAPIVersion(mcsv1beta1.SchemeGroupVersion.String())
@@ -829,6 +867,70 @@ func (e *external) putImport(ctx context.Context, imp *Import, want *mcsv1beta1.
 		return errors.Wrapf(err, errFmtApply, "ServiceImport status", want.Namespace, want.Name)
 	}
 	return nil
+}
+
+// dropCarried removes from an import the labels and annotations kilomesh
+// carried there and no longer carries: the export no longer exports them.
+// An apply alone would leave them, as the import was created, not applied,
+// with them; a label someone else set is never removed.
+func (e *external) dropCarried(ctx context.Context, want *mcsv1beta1.ServiceImport) error {
+	got := &mcsv1beta1.ServiceImport{}
+	if err := e.kube.Get(ctx, client.ObjectKeyFromObject(want), got); err != nil {
+		return err
+	}
+	if !Owns(e.selector, got.Labels) {
+		return nil
+	}
+	labels, annotations := carriedKeys(got.ManagedFields)
+	meta := map[string]any{"resourceVersion": got.ResourceVersion}
+	for _, m := range []struct {
+		name       string
+		owned      []string
+		have, keep map[string]string
+	}{{"labels", labels, got.Labels, want.Labels}, {"annotations", annotations, got.Annotations, want.Annotations}} {
+		drop := map[string]any{}
+		for _, k := range m.owned {
+			if _, ok := m.keep[k]; !ok {
+				if _, ok := m.have[k]; ok {
+					drop[k] = nil
+				}
+			}
+		}
+		if len(drop) > 0 {
+			meta[m.name] = drop
+		}
+	}
+	if len(meta) == 1 {
+		return nil
+	}
+	patch, err := json.Marshal(map[string]any{"metadata": meta})
+	if err != nil {
+		return err
+	}
+	return e.kube.Patch(ctx, got, client.RawPatch(types.MergePatchType, patch), client.FieldOwner(fieldManager))
+}
+
+// carriedKeys returns the label and annotation keys that kilomesh's field
+// manager holds, by its managed fields.
+func carriedKeys(managed []metav1.ManagedFieldsEntry) (labels, annotations []string) {
+	for _, m := range managed {
+		if m.Manager != fieldManager || m.Subresource != "" || m.FieldsV1 == nil {
+			continue
+		}
+		var f struct {
+			Meta map[string]map[string]json.RawMessage `json:"f:metadata"`
+		}
+		if json.Unmarshal(m.FieldsV1.GetRawBytes(), &f) != nil {
+			continue
+		}
+		for k := range f.Meta["f:labels"] {
+			labels = append(labels, strings.TrimPrefix(k, "f:"))
+		}
+		for k := range f.Meta["f:annotations"] {
+			annotations = append(annotations, strings.TrimPrefix(k, "f:"))
+		}
+	}
+	return labels, annotations
 }
 
 // put creates a new object or applies an owned one.

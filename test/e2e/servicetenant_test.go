@@ -16,6 +16,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	kerrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -84,8 +85,15 @@ func testServiceTenant(ctx context.Context, t *testing.T, mode string, victim me
 	if err := script(ctx, "providerconfigs.sh", append([]string{svcTenant}, meshMembers...)...); err != nil {
 		t.Fatal(err)
 	}
+	// The tenant's namespace in every member, granted to kilomesh as
+	// docs/services.md tells a member's admin to.
 	for _, c := range meshMembers {
 		createUndone(ctx, t, c, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: svcTenantApps}})
+		createUndone(ctx, t, c, &rbacv1.RoleBinding{
+			ObjectMeta: metav1.ObjectMeta{Name: svcRoleBinding, Namespace: svcTenantApps},
+			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "kilomesh-member-services"},
+			Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: "kilomesh", Namespace: "kube-system"}},
+		})
 	}
 	before := victimObjects(ctx, t, victim, ns)
 	t.Cleanup(func() {

@@ -133,7 +133,7 @@ func testHostileTenant(ctx context.Context, t *testing.T, mode string, victim me
 
 	// Every attempt is reported.
 	reported := map[string]error{
-		"the route is withheld: PeerRouteConflict on the attacker's mesh": retryFor(ctx, 90*time.Second, func() error {
+		"the route is withheld: PeerRouteConflict on the attacker's mesh": retryFor(ctx, func() error {
 			u, _, err := stack.GetMesh(ctx, mgmt, attacker.ns, attacker.name)
 			if err != nil {
 				return err
@@ -241,7 +241,7 @@ func junkPeerSet(ns, member string) *unstructured.Unstructured {
 // peerSetProblem waits until a hand-made PeerSet reports a problem with the
 // reason, quoting what.
 func peerSetProblem(ctx context.Context, ns, name, reason, what string) error {
-	return retryFor(ctx, 90*time.Second, func() error {
+	return retryFor(ctx, func() error {
 		u := &unstructured.Unstructured{}
 		u.SetAPIVersion("kube.kilomesh.io/v1alpha1")
 		u.SetKind("PeerSet")
@@ -261,7 +261,7 @@ func peerSetProblem(ctx context.Context, ns, name, reason, what string) error {
 
 // refusedSet waits until a hand-made PeerSet says it refuses its selector.
 func refusedSet(ctx context.Context, ns, name string) error {
-	return retryFor(ctx, 90*time.Second, func() error {
+	return retryFor(ctx, func() error {
 		u := &unstructured.Unstructured{}
 		u.SetAPIVersion("kube.kilomesh.io/v1alpha1")
 		u.SetKind("PeerSet")
@@ -278,9 +278,9 @@ func refusedSet(ctx context.Context, ns, name string) error {
 }
 
 // retryFor retries check a second apart until it returns nil, for at most
-// timeout.
-func retryFor(ctx context.Context, timeout time.Duration, check func() error) error {
-	return wait.Poll(ctx, "", timeout, time.Second, func() (bool, error) {
+// a minute and a half.
+func retryFor(ctx context.Context, check func() error) error {
+	return wait.Poll(ctx, "", 90*time.Second, time.Second, func() (bool, error) {
 		err := check()
 		return err == nil, err
 	})

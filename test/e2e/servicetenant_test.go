@@ -141,7 +141,7 @@ func testServiceTenant(ctx context.Context, t *testing.T, mode string, victim me
 	// 1. provider-kilomesh refuses it (examples/policy's admission
 	// policy, which refuses it at the API, is tested in test/policy).
 	borrow := sync("borrow", "cluster-b", []string{ns}, hubSource)
-	if err := retryFor(ctx, 90*time.Second, func() error {
+	if err := retryFor(ctx, func() error {
 		if err := mgmt.Get(ctx, client.ObjectKeyFromObject(borrow), borrow); err != nil {
 			return err
 		}

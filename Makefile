@@ -6,6 +6,9 @@ SHELL := /usr/bin/env bash
 BIN := $(CURDIR)/.cache/bin
 GO_PACKAGES := ./...
 FUZZTIME ?= 3s
+# UNIT_TIMEOUT bounds each package's tests: the provider's controller tests
+# take about ten minutes on two busy cores, past go test's default.
+UNIT_TIMEOUT ?= 30m
 export KUBEBUILDER_ASSETS ?= $(BIN)
 
 .PHONY: help
@@ -42,11 +45,11 @@ unit-deps: ## Build the tools the unit tests run, and install the Debian package
 
 .PHONY: unit
 unit: unit-deps ## Run unit tests (the provider tests start real kube-apiservers; the data-plane harness's test needs root and /dev/net/tun).
-	go test -count=1 $(GO_PACKAGES)
+	go test -count=1 -timeout $(UNIT_TIMEOUT) $(GO_PACKAGES)
 
 .PHONY: quick
 quick: unit-deps ## The unit tests with -short: all but the provider's long controller tests and the plugin's release archives.
-	go test -short -count=1 $(GO_PACKAGES)
+	go test -short -count=1 -timeout $(UNIT_TIMEOUT) $(GO_PACKAGES)
 
 .PHONY: fuzz
 fuzz: ## Run every fuzz target for FUZZTIME each.

@@ -129,7 +129,8 @@ type ServiceSyncObservation struct {
 	// Imports is how many Services are imported into this member.
 	Imports int `json:"imports"`
 	// Refused counts the exports of this member that are not exported as
-	// they are: invalid, in conflict, or with endpoints that cannot be
+	// they are: invalid, losing something in a conflict (their type, a port,
+	// a property another export won), or with endpoints that cannot be
 	// routed. Each says why in its ServiceExport's conditions.
 	Refused int `json:"refused"`
 	// Unreachable lists the sources that cannot be read, with since when;

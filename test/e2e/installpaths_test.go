@@ -419,6 +419,47 @@ func apply(ctx context.Context, t *testing.T, docs string) {
 	}
 }
 
+// auditEvent is what the tests read of an entry of an API server's audit
+// log (test/stack/up.sh says what it audits).
+type auditEvent struct {
+	Stage     string    `json:"stage"`
+	Verb      string    `json:"verb"`
+	URI       string    `json:"requestURI"`
+	UserAgent string    `json:"userAgent"`
+	Received  time.Time `json:"requestReceivedTimestamp"`
+	User      struct {
+		Username string `json:"username"`
+	} `json:"user"`
+	ObjectRef struct {
+		Name      string `json:"name"`
+		Namespace string `json:"namespace"`
+		Resource  string `json:"resource"`
+	} `json:"objectRef"`
+	ResponseStatus struct {
+		Code int `json:"code"`
+	} `json:"responseStatus"`
+}
+
+// auditLog reads the audit log of cluster c's API server, as far as it
+// can: the events before an error are returned with it.
+func auditLog(c string) ([]auditEvent, error) {
+	f, err := os.Open(filepath.Join(env.Dir, c, "audit.log"))
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var out []auditEvent
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
+	for sc.Scan() {
+		var e auditEvent
+		if json.Unmarshal(sc.Bytes(), &e) == nil {
+			out = append(out, e)
+		}
+	}
+	return out, sc.Err()
+}
+
 // clusterRoleWrites lists the writes of a ClusterRole in the management
 // API server's audit log (test/stack/up.sh audits every write of a
 // ClusterRole): time, verb, user, user agent and response code of the
@@ -428,36 +469,15 @@ func clusterRoleWrites(o *unstructured.Unstructured) string {
 	if o.GetKind() != "ClusterRole" {
 		return "(only ClusterRoles are audited)"
 	}
-	f, err := os.Open(filepath.Join(env.Dir, env.Management(), "audit.log"))
-	if err != nil {
-		return err.Error()
-	}
-	defer f.Close()
+	events, err := auditLog(env.Management())
 	var out []string
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
-	for sc.Scan() {
-		var e struct {
-			Stage     string `json:"stage"`
-			Verb      string `json:"verb"`
-			UserAgent string `json:"userAgent"`
-			Received  string `json:"requestReceivedTimestamp"`
-			User      struct {
-				Username string `json:"username"`
-			} `json:"user"`
-			ObjectRef struct {
-				Name string `json:"name"`
-			} `json:"objectRef"`
-			ResponseStatus struct {
-				Code int `json:"code"`
-			} `json:"responseStatus"`
-		}
-		if json.Unmarshal(sc.Bytes(), &e) != nil || e.ObjectRef.Name != o.GetName() || e.Stage != "ResponseComplete" {
+	for _, e := range events {
+		if e.ObjectRef.Name != o.GetName() || e.Stage != "ResponseComplete" {
 			continue
 		}
-		out = append(out, fmt.Sprintf("%s %s by %s (%s): %d", e.Received, e.Verb, e.User.Username, e.UserAgent, e.ResponseStatus.Code))
+		out = append(out, fmt.Sprintf("%s %s by %s (%s): %d", e.Received.Format(time.RFC3339Nano), e.Verb, e.User.Username, e.UserAgent, e.ResponseStatus.Code))
 	}
-	if err := sc.Err(); err != nil {
+	if err != nil {
 		out = append(out, err.Error())
 	}
 	// The last writes tell how it came to be; the controller's earlier

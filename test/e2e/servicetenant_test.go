@@ -3,12 +3,8 @@
 package e2e
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"fmt"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -255,9 +251,9 @@ func testServiceTenant(ctx context.Context, t *testing.T, mode string, victim me
 }
 
 // tenantSync is a ServiceSync the tenant makes by hand for a mesh of its
-// own, through its ProviderConfig of member.
-func tenantSync(name, member string, namespaces []string, sources ...map[string]any) *unstructured.Unstructured {
-	i := int(member[len(member)-1]-'a') + 1
+// own, through its ProviderConfig of cluster, whose pod network (the
+// stack's plan) it declares.
+func tenantSync(name, cluster string, namespaces []string, sources ...map[string]any) *unstructured.Unstructured {
 	nss := make([]any, len(namespaces))
 	for j, n := range namespaces {
 		nss[j] = n
@@ -270,12 +266,12 @@ func tenantSync(name, member string, namespaces []string, sources ...map[string]
 		"apiVersion": kubev1alpha1.ServiceSyncGroupVersionKind.GroupVersion().String(), "kind": kubev1alpha1.ServiceSyncKind,
 		"metadata": map[string]any{"name": name, "namespace": svcTenant},
 		"spec": map[string]any{
-			"providerConfigRef": map[string]any{"kind": "ProviderConfig", "name": member},
+			"providerConfigRef": map[string]any{"kind": "ProviderConfig", "name": cluster},
 			"forProvider": map[string]any{
 				"selector":   map[string]any{meshv1alpha1.LabelMesh: "steal"},
-				"clusterID":  "tenant-" + member,
+				"clusterID":  "tenant-" + cluster,
 				"namespaces": nss,
-				"networks":   []any{fmt.Sprintf("10.%d.0.0/16", i)},
+				"networks":   []any{string(member(cluster, cluster).PodCIDRs[0])},
 				"family":     "IPv4",
 				"sources":    srcs,
 			},
@@ -283,14 +279,13 @@ func tenantSync(name, member string, namespaces []string, sources ...map[string]
 	}}
 }
 
-// tenantSource is a source of a tenant's ServiceSync: member, through the
+// tenantSource is a source of a tenant's ServiceSync: cluster, through the
 // tenant's ProviderConfig of it.
-func tenantSource(member string) map[string]any {
-	i := int(member[len(member)-1]-'a') + 1
+func tenantSource(cluster string) map[string]any {
 	return map[string]any{
-		"name": member, "clusterID": "tenant-" + member,
-		"providerConfigRef": map[string]any{"kind": "ProviderConfig", "name": member},
-		"networks":          []any{fmt.Sprintf("10.%d.0.0/16", i)},
+		"name": cluster, "clusterID": "tenant-" + cluster,
+		"providerConfigRef": map[string]any{"kind": "ProviderConfig", "name": cluster},
+		"networks":          []any{string(member(cluster, cluster).PodCIDRs[0])},
 	}
 }
 
@@ -460,41 +455,16 @@ func managersOf(fields []metav1.ManagedFieldsEntry) []string {
 // client-go's reflectors send first); a watch resumed from a resource
 // version is not.
 func auditedLists(c, ns string, since time.Time) ([]string, error) {
-	f, err := os.Open(filepath.Join(env.Dir, c, "audit.log"))
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
+	events, err := auditLog(c)
 	var out []string
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
-	for sc.Scan() {
-		var e struct {
-			Stage    string    `json:"stage"`
-			Verb     string    `json:"verb"`
-			URI      string    `json:"requestURI"`
-			Received time.Time `json:"requestReceivedTimestamp"`
-			User     struct {
-				Username string `json:"username"`
-			} `json:"user"`
-			ObjectRef struct {
-				Resource  string `json:"resource"`
-				Namespace string `json:"namespace"`
-			} `json:"objectRef"`
-		}
-		if json.Unmarshal(sc.Bytes(), &e) != nil {
-			continue
-		}
+	for _, e := range events {
 		list := e.Verb == "list" && e.Stage == "ResponseComplete"
 		streamed := e.Verb == "watch" && e.Stage == "ResponseStarted" && strings.Contains(e.URI, "sendInitialEvents=true")
-		if !list && !streamed {
-			continue
-		}
-		if e.User.Username == memberIdentity && e.ObjectRef.Namespace == ns && !e.Received.Before(since) {
+		if (list || streamed) && e.User.Username == memberIdentity && e.ObjectRef.Namespace == ns && !e.Received.Before(since) {
 			out = append(out, fmt.Sprintf("%s %s %s", e.Received.Format(time.RFC3339Nano), e.Verb, e.ObjectRef.Resource))
 		}
 	}
-	return out, sc.Err()
+	return out, err
 }
 
 // memberIdentity is the user provider-kilomesh is in every member
